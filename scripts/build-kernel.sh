@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# build-kernel.sh VARIANT: configure and build the test kernel.
+#   c     upstream C unwinder (the baseline)
+#   rust  the project's Rust unwinder (CONFIG_UNWIND_USER_RUST=y)
+# Output in $BUILD/kernel-VARIANT (O= build, the source tree stays clean).
+# The configuration is tinyconfig + arch/x86/configs/unwind_test.config +
+# kunit/.kunitconfig (+ unwind_rust.config); every value the fragments ask
+# for is checked to have made it into .config.  A compiler warning fails
+# the build.
+
+. "$(dirname "$0")/lib.sh"
+
+variant=${1:?usage: build-kernel.sh c|rust}
+SRC=$BUILD/linux
+O=$BUILD/kernel-$variant
+frags=("$TOP/arch/x86/configs/unwind_test.config" "$TOP/kunit/.kunitconfig")
+case $variant in
+c) ;;
+rust) frags+=("$TOP/arch/x86/configs/unwind_rust.config") ;;
+*) die "unknown variant $variant" ;;
+esac
+
+RUST_LIB_SRC=$CACHE/rust-src-$(rustc --version | awk '{print $2}')/library
+[ -d "$RUST_LIB_SRC" ] || die "no Rust library source at $RUST_LIB_SRC: run scripts/setup.sh"
+export RUST_LIB_SRC
+kmake() { make -C "$SRC" O="$O" LLVM="$LLVM_SUFFIX" -j"$(nproc)" "$@"; }
+
+mkdir -p "$O"
+sum=$(cat "${frags[@]}" | sha256sum | awk '{print $1}')
+if [ ! -f "$O/.config" ] || [ "$(cat "$O/.fragments-sha" 2>/dev/null)" != "$sum" ]; then
+	log "kernel-$variant: configuring"
+	kmake -s rustavailable >/dev/null || die "Rust is not available to Kbuild (make rustavailable)"
+	kmake -s tinyconfig >/dev/null
+	"$SRC/scripts/kconfig/merge_config.sh" -m -O "$O" "$O/.config" "${frags[@]}" >"$O/merge.log"
+	kmake -s olddefconfig >/dev/null
+	# Every CONFIG_X=v (and "# CONFIG_X is not set") asked for must hold.
+	bad=0
+	while IFS= read -r line; do
+		case $line in
+		CONFIG_*=n) want="# ${line%%=*} is not set" ;;
+		CONFIG_*) want=$line ;;
+		*) continue ;;
+		esac
+		if ! grep -qxF -- "$want" "$O/.config"; then
+			if [ "${line#*=}" = n ] && ! grep -q "^${line%%=*}=" "$O/.config"; then
+				continue
+			fi
+			echo "config: asked for '$line', got '$(grep "^${line%%=*}=\|${line%%=*} is not" "$O/.config" || echo unset)'" >&2
+			bad=1
+		fi
+	done < <(cat "${frags[@]}" | grep -v '^#')
+	[ $bad -eq 0 ] || die "kernel-$variant: configuration does not hold (see above)"
+	echo "$sum" >"$O/.fragments-sha"
+fi
+
+log "kernel-$variant: building"
+set +e
+kmake bzImage 2>&1 | tee "$O/build.log" | grep -E 'warning:|error:|^make.*Error' >&2
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" -eq 0 ] || die "kernel-$variant: build failed (log: $O/build.log)"
+nwarn=$(grep -c 'warning:' "$O/build.log" || true)
+[ "$nwarn" -eq 0 ] || die "kernel-$variant: $nwarn compiler warning(s) (log: $O/build.log)"
+log "kernel-$variant: $O/arch/x86/boot/bzImage"

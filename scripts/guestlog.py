@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Check a guest's serial log.
+
+The log holds the kernel's messages (with PRINTK_TIME stamps), the KUnit
+KTAP output of the suites built into the kernel, and the user-space
+programs /init ran, each between "==== BEGIN name" and "==== END name
+rc=N".  The run passes only if
+
+  - the guest reached "==== GUEST DONE" (no hang, no crash, no timeout);
+  - no kernel line reports a WARNING, BUG, Oops, panic, lockdep, KASAN,
+    UBSAN, RCU stall, hung task or a Call Trace;
+  - KUnit ran (kunit.py parse agrees) and every required suite passed;
+  - every required section is present, exited 0, printed a TAP plan, and
+    every planned test reported "ok" (a SKIP counts as a failure).
+
+It prints a summary and ends with the plain line "N passed, N failed".
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+KTIME = re.compile(r'^\[\s*\d+\.\d+\]\s?')
+KERNEL_BAD = re.compile(
+    r'WARNING:|BUG:|Oops|Kernel panic|general protection fault|'
+    r'Call Trace:|KASAN|UBSAN|KFENCE|possible recursive locking|'
+    r'circular locking|inconsistent lock state|rcu_\w+ detected stall|'
+    r'INFO: task .* blocked|kernel BUG|unreferenced object')
+TAP_RESULT = re.compile(r'^(not ok|ok) (\d+)\b ?-? ?(.*)$')
+TAP_PLAN = re.compile(r'^1\.\.(\d+)')
+
+DEFAULT_SECTIONS = {
+    'test': ['guest'],
+    'demo': ['guest', 'demo'],
+    'probe': [],
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('log')
+    ap.add_argument('--job', default='test')
+    ap.add_argument('--kunit-tool')
+    ap.add_argument('--timed-out', action='store_true')
+    ap.add_argument('--kunit-suite', action='append', default=[],
+                    help='a KUnit suite that must have run and passed')
+    ap.add_argument('sections', nargs='*',
+                    help='sections that must be present and pass')
+    a = ap.parse_args()
+
+    with open(a.log, 'rb') as f:
+        lines = f.read().decode('utf-8', 'replace').replace('\r', '').split('\n')
+
+    failures = []
+    passed = failed = 0
+    if a.timed_out:
+        failures.append('guest timed out')
+    if not any(l.startswith('==== GUEST DONE') for l in lines):
+        failures.append('guest did not reach ==== GUEST DONE')
+
+    for l in lines:
+        if KTIME.match(l) and KERNEL_BAD.search(KTIME.sub('', l)):
+            failures.append('kernel: ' + l.strip())
+
+    # KUnit: the kernel part of the log, before /init started.
+    try:
+        up = next(i for i, l in enumerate(lines) if l.startswith('==== GUEST UP'))
+    except StopIteration:
+        up = len(lines)
+    kern = '\n'.join(lines[:up]) + '\n'
+    if a.kunit_tool and a.job != 'probe':
+        kpath = a.log + '.kunit'
+        with open(kpath, 'w') as f:
+            f.write(kern)
+        r = subprocess.run([sys.executable, a.kunit_tool, 'parse', kpath],
+                           capture_output=True, text=True)
+        out = r.stdout + r.stderr
+        with open(kpath + '.parsed', 'w') as f:
+            f.write(out)
+        m = re.search(r'Ran (\d+) tests?: (.*)', out)
+        summary = m.group(0).strip() if m else 'no KUnit summary'
+        print('KUnit: ' + summary)
+        if m:
+            counts = dict((k.strip(), int(v)) for k, v in
+                          re.findall(r'(\w+): (\d+)', m.group(2)))
+            passed += counts.get('passed', 0)
+            failed += counts.get('failed', 0) + counts.get('crashed', 0)
+        if r.returncode != 0 or not m:
+            failures.append('KUnit: kunit.py parse failed (%s), see %s.parsed'
+                            % (summary, kpath))
+        for suite in a.kunit_suite:
+            if not re.search(r'^\[\s*\d+\.\d+\]\s?ok \d+ %s$' % re.escape(suite),
+                             kern, re.M):
+                failures.append('KUnit: suite %s did not pass' % suite)
+                failed += 1
+
+    # Sections.
+    sections = {}
+    cur = None
+    for l in lines:
+        if KTIME.match(l):
+            continue        # kernel messages interleave with user output
+        if l.startswith('==== BEGIN '):
+            cur = l[len('==== BEGIN '):].strip()
+            sections[cur] = {'results': [], 'plan': None, 'rc': None, 'out': []}
+            continue
+        if cur is None:
+            continue
+        s = sections[cur]
+        m = re.match(r'^==== END (\S+) rc=(\d+)', l)
+        if m:
+            s['rc'] = int(m.group(2))
+            cur = None
+            continue
+        s['out'].append(l)
+        m = TAP_PLAN.match(l)
+        if m and s['plan'] is None:
+            s['plan'] = int(m.group(1))
+        m = TAP_RESULT.match(l)
+        if m:
+            s['results'].append((m.group(1) == 'ok' and '# SKIP' not in m.group(3),
+                                 int(m.group(2)), m.group(3)))
+
+    required = a.sections or DEFAULT_SECTIONS.get(a.job, [])
+    for name in required:
+        if name not in sections:
+            failures.append('section %s missing' % name)
+            failed += 1
+    for name, s in sections.items():
+        ok = sum(1 for r in s['results'] if r[0])
+        bad = len(s['results']) - ok
+        passed += ok
+        failed += bad
+        problems = []
+        if s['rc'] is None:
+            problems.append('did not finish')
+        elif s['rc'] != 0:
+            problems.append('exit status %d' % s['rc'])
+        if s['plan'] is None and name != 'demo':
+            problems.append('no TAP plan')
+        elif s['plan'] is not None and len(s['results']) != s['plan']:
+            problems.append('%d results for a plan of %d'
+                            % (len(s['results']), s['plan']))
+            failed += max(0, s['plan'] - len(s['results']))
+        if bad:
+            problems.append('%d not ok' % bad)
+        print('%-20s %s%s' % (name, 'FAIL' if problems else 'ok',
+                              (' (' + ', '.join(problems) + ')') if problems else
+                              ' (%d tests)' % ok))
+        for r in s['results']:
+            if not r[0]:
+                print('    not ok %d %s' % (r[1], r[2]))
+        if problems:
+            failures.append('section %s: %s' % (name, ', '.join(problems)))
+
+    for f in failures[:40]:
+        print('FAIL: ' + f)
+    if failures and failed == 0:
+        failed = 1
+    print('log: %s' % os.path.abspath(a.log))
+    print('%d passed, %d failed' % (passed, failed))
+    return 1 if failures else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

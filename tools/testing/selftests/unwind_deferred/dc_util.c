@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Helpers shared by the deferred-callchain selftests.  See dc_util.h.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "dc_util.h"
+
+void dc_attr_init(struct perf_event_attr *attr, uint64_t period_ns,
+		  bool defer_output)
+{
+	memset(attr, 0, sizeof(*attr));
+	attr->size = sizeof(*attr);
+	attr->type = PERF_TYPE_SOFTWARE;
+	attr->config = PERF_COUNT_SW_CPU_CLOCK;
+	attr->sample_period = period_ns;
+	attr->sample_type = DC_SAMPLE_TYPE;
+	attr->sample_id_all = 1;
+	attr->disabled = 1;
+	attr->exclude_hv = 1;
+	attr->defer_callchain = 1;
+	attr->defer_output = defer_output;
+	attr->wakeup_events = 1;
+}
+
+int dc_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group_fd,
+	    unsigned long flags)
+{
+	return syscall(__NR_perf_event_open, attr, pid, cpu, group_fd, flags);
+}
+
+int dc_ring_map(struct dc_ring *r, int fd, size_t data_pages, int id)
+{
+	size_t page = sysconf(_SC_PAGESIZE);
+
+	r->fd = fd;
+	r->id = id;
+	r->data_size = data_pages * page;
+	r->mmap_size = (data_pages + 1) * page;
+	r->base = mmap(NULL, r->mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       fd, 0);
+	if (r->base == MAP_FAILED) {
+		r->base = NULL;
+		return -errno;
+	}
+	return 0;
+}
+
+void dc_ring_unmap(struct dc_ring *r)
+{
+	if (r->base)
+		munmap(r->base, r->mmap_size);
+	r->base = NULL;
+}
+
+#define GROW(arr, nr, cap) do {						\
+	if ((nr) == (cap)) {						\
+		(cap) = (cap) ? 2 * (cap) : 1024;			\
+		(arr) = realloc((arr), (cap) * sizeof(*(arr)));		\
+		if (!(arr)) {						\
+			perror("realloc");				\
+			exit(2);					\
+		}							\
+	}								\
+} while (0)
+
+/* Cursor over one record's payload, bounded by its header size. */
+struct cur {
+	const uint8_t *p, *end;
+	bool bad;
+};
+
+static uint64_t get64(struct cur *c)
+{
+	uint64_t v = 0;
+
+	if (c->end - c->p < 8) {
+		c->bad = true;
+		return 0;
+	}
+	memcpy(&v, c->p, 8);
+	c->p += 8;
+	return v;
+}
+
+static void get_pid_tid(struct cur *c, uint32_t *pid, uint32_t *tid)
+{
+	uint64_t v = get64(c);
+
+	*pid = (uint32_t)v;
+	*tid = (uint32_t)(v >> 32);
+}
+
+static void parse_sample(struct cur *c, struct dc_log *log, int ring)
+{
+	struct dc_sample *s;
+	uint64_t nr;
+
+	GROW(log->samples, log->nr_samples, log->cap_samples);
+	s = &log->samples[log->nr_samples];
+	memset(s, 0, sizeof(*s));
+	s->ring = ring;
+	s->ip = get64(c);
+	get_pid_tid(c, &s->pid, &s->tid);
+	s->time = get64(c);
+	nr = get64(c);
+	if (c->bad || nr > (uint64_t)(c->end - c->p) / 8) {
+		log->malformed++;
+		return;
+	}
+	for (uint64_t i = 0; i < nr; i++) {
+		uint64_t ip = get64(c);
+
+		if (ip == PERF_CONTEXT_USER_DEFERRED && i + 2 == nr) {
+			s->cookie = get64(c);
+			s->ends_deferred = true;
+			break;
+		}
+		if (ip == PERF_CONTEXT_USER)
+			s->has_user_ctx = true;
+		if (ip >= PERF_CONTEXT_MAX)
+			continue;
+		if (s->nr_kernel < DC_MAX_IPS)
+			s->kernel[s->nr_kernel++] = ip;
+	}
+	log->nr_samples++;
+}
+
+static void parse_deferred(struct cur *c, struct dc_log *log, int ring,
+			   uint16_t misc)
+{
+	struct dc_deferred *d;
+	uint64_t nr;
+
+	GROW(log->deferred, log->nr_deferred, log->cap_deferred);
+	d = &log->deferred[log->nr_deferred];
+	memset(d, 0, sizeof(*d));
+	d->ring = ring;
+	d->misc = misc;
+	d->cookie = get64(c);
+	nr = get64(c);
+	if (c->bad || nr > DC_MAX_IPS || nr > (uint64_t)(c->end - c->p) / 8) {
+		log->malformed++;
+		return;
+	}
+	d->nr = nr;
+	for (uint64_t i = 0; i < nr; i++)
+		d->ips[i] = get64(c);
+	/* sample_id_all trailer: TID, TIME (the attr's sample_type order) */
+	get_pid_tid(c, &d->pid, &d->tid);
+	d->time = get64(c);
+	if (c->bad || c->p != c->end) {
+		log->malformed++;
+		return;
+	}
+	log->nr_deferred++;
+}
+
+size_t dc_ring_drain(struct dc_ring *r, struct dc_log *log)
+{
+	struct perf_event_mmap_page *pc = r->base;
+	const uint8_t *data = (const uint8_t *)r->base + pc->data_offset;
+	uint64_t head, tail;
+	uint8_t buf[65536];
+	size_t n = 0;
+
+	if (pc->data_offset == 0)
+		data = (const uint8_t *)r->base + sysconf(_SC_PAGESIZE);
+	head = __atomic_load_n(&pc->data_head, __ATOMIC_ACQUIRE);
+	tail = pc->data_tail;
+
+	while (tail < head) {
+		struct perf_event_header hdr;
+		size_t off = tail & (r->data_size - 1);
+		struct cur c;
+
+		for (size_t i = 0; i < sizeof(hdr); i++)
+			((uint8_t *)&hdr)[i] = data[(off + i) & (r->data_size - 1)];
+		if (hdr.size < sizeof(hdr) || tail + hdr.size > head) {
+			log->malformed++;
+			tail = head;
+			break;
+		}
+		for (size_t i = 0; i < hdr.size; i++)
+			buf[i] = data[(off + i) & (r->data_size - 1)];
+		c.p = buf + sizeof(hdr);
+		c.end = buf + hdr.size;
+		c.bad = false;
+
+		switch (hdr.type) {
+		case PERF_RECORD_SAMPLE:
+			parse_sample(&c, log, r->id);
+			break;
+		case PERF_RECORD_CALLCHAIN_DEFERRED:
+			parse_deferred(&c, log, r->id, hdr.misc);
+			break;
+		case PERF_RECORD_LOST:
+			get64(&c);	/* id */
+			log->lost += get64(&c);
+			log->lost_records++;
+			break;
+		default:
+			log->other++;
+			break;
+		}
+		tail += hdr.size;
+		n++;
+	}
+	__atomic_store_n(&pc->data_tail, tail, __ATOMIC_RELEASE);
+	return n;
+}
+
+void dc_log_free(struct dc_log *log)
+{
+	free(log->samples);
+	free(log->deferred);
+	memset(log, 0, sizeof(*log));
+}
+
+/* ---- symbols ---- */
+
+struct sym {
+	uint64_t addr, size;
+	const char *name;
+};
+
+static struct sym *syms;
+static size_t nr_syms;
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct sym *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+int dc_syms_load(void)
+{
+	const ElfW(Ehdr) *eh;
+	const ElfW(Shdr) *sh;
+	struct stat st;
+	void *map;
+	int fd;
+
+	fd = open("/proc/self/exe", O_RDONLY);
+	if (fd < 0 || fstat(fd, &st))
+		return -errno;
+	map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return -errno;
+	eh = map;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_type != ET_EXEC)
+		return -ENOEXEC;	/* built -static -no-pie: addresses are final */
+	sh = (const void *)((const char *)map + eh->e_shoff);
+	for (int i = 0; i < eh->e_shnum; i++) {
+		const ElfW(Sym) *s;
+		const char *str;
+		size_t n;
+
+		if (sh[i].sh_type != SHT_SYMTAB)
+			continue;
+		s = (const void *)((const char *)map + sh[i].sh_offset);
+		str = (const char *)map + sh[sh[i].sh_link].sh_offset;
+		n = sh[i].sh_size / sizeof(*s);
+		syms = calloc(n, sizeof(*syms));
+		if (!syms)
+			return -ENOMEM;
+		for (size_t j = 0; j < n; j++) {
+			if (ELF64_ST_TYPE(s[j].st_info) != STT_FUNC || !s[j].st_value)
+				continue;
+			syms[nr_syms].addr = s[j].st_value;
+			syms[nr_syms].size = s[j].st_size;
+			syms[nr_syms].name = str + s[j].st_name;
+			nr_syms++;
+		}
+	}
+	qsort(syms, nr_syms, sizeof(*syms), sym_cmp);
+	return nr_syms ? 0 : -ENOENT;
+}
+
+static const struct sym *lookup(const struct sym *tab, size_t n, uint64_t addr)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (tab[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? &tab[lo - 1] : NULL;
+}
+
+const char *dc_sym(uint64_t addr, uint64_t *offset)
+{
+	const struct sym *s = lookup(syms, nr_syms, addr);
+
+	if (!s || addr >= s->addr + (s->size ? s->size : 1))
+		return NULL;
+	if (offset)
+		*offset = addr - s->addr;
+	return s->name;
+}
+
+uint64_t dc_sym_addr(const char *name, uint64_t *size)
+{
+	for (size_t i = 0; i < nr_syms; i++) {
+		if (!strcmp(syms[i].name, name)) {
+			if (size)
+				*size = syms[i].size;
+			return syms[i].addr;
+		}
+	}
+	return 0;
+}
+
+static struct sym *ksyms;
+static size_t nr_ksyms;
+
+void dc_kallsyms_load(void)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	char name[256], type;
+	unsigned long long addr;
+	size_t cap = 0;
+
+	if (!f)
+		return;
+	while (fscanf(f, "%llx %c %255s%*[^\n]", &addr, &type, name) == 3) {
+		if (type != 't' && type != 'T')
+			continue;
+		GROW(ksyms, nr_ksyms, cap);
+		ksyms[nr_ksyms].addr = addr;
+		ksyms[nr_ksyms].size = 0;
+		ksyms[nr_ksyms].name = strdup(name);
+		nr_ksyms++;
+	}
+	fclose(f);
+	qsort(ksyms, nr_ksyms, sizeof(*ksyms), sym_cmp);
+}
+
+const char *dc_ksym(uint64_t addr)
+{
+	const struct sym *s = lookup(ksyms, nr_ksyms, addr);
+
+	return s ? s->name : "?";
+}
+
+long dc_find_deferred(struct dc_log *log, uint32_t pid, uint32_t tid,
+		      uint64_t cookie, long *count)
+{
+	long found = -1;
+
+	*count = 0;
+	for (size_t i = 0; i < log->nr_deferred; i++) {
+		struct dc_deferred *d = &log->deferred[i];
+
+		if (d->cookie == cookie && d->pid == pid && d->tid == tid) {
+			if (found < 0)
+				found = i;
+			(*count)++;
+		}
+	}
+	return found;
+}
+
+static const char *user_name(uint64_t ip, bool first)
+{
+	const char *n = dc_sym(first ? ip : ip - 1, NULL);
+
+	return n ? n : "?";
+}
+
+void dc_print_merged(const struct dc_sample *s, const struct dc_deferred *d)
+{
+	printf("#   sample pid %u tid %u cookie %#llx\n", s->pid, s->tid,
+	       (unsigned long long)s->cookie);
+	for (uint32_t i = 0; i < s->nr_kernel; i++)
+		printf("#     %016llx %s [kernel]\n",
+		       (unsigned long long)s->kernel[i], dc_ksym(s->kernel[i]));
+	for (uint32_t i = 0; d && i < d->nr; i++)
+		printf("#     %016llx %s\n", (unsigned long long)d->ips[i],
+		       user_name(d->ips[i], i == 0));
+}
+
+bool dc_stack_starts_with(const uint64_t *ips, uint32_t nr,
+			  const char *const *want, int nwant, int *where)
+{
+	for (int i = 0; i < nwant; i++) {
+		const char *n;
+
+		*where = i;
+		if ((uint32_t)i >= nr)
+			return false;
+		n = dc_sym(i ? ips[i] - 1 : ips[i], NULL);
+		if (!n || strcmp(n, want[i]))
+			return false;
+	}
+	return true;
+}

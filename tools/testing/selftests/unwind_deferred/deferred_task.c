@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Deferred user callchains on a per-task cpu-clock event, read the way a
+ * profiler reads them: raw perf_event_open, an mmap'ed ring buffer, no
+ * libperf.
+ *
+ * A child runs a frame-pointer workload whose leaf makes system calls in a
+ * loop.  The parent samples it with defer_callchain=1, defer_output=1 and
+ * checks that every sample's callchain ends with PERF_CONTEXT_USER_DEFERRED
+ * and a cookie, that each cookie has exactly one
+ * PERF_RECORD_CALLCHAIN_DEFERRED from the same pid/tid, that no deferred
+ * record is left without a sample, and that the merged user stack of the
+ * samples taken in the leaf is exactly the workload's call chain.
+ *
+ * The child stops itself (SIGSTOP) before the event is disabled: a stopping
+ * task runs its pending task_work in get_signal() first, so no deferred
+ * unwind is left pending when the event goes away.  (A task that *exits*
+ * with one pending is a different case, tested separately.)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "dc_util.h"
+#include "workload.h"
+
+#define PERIOD_NS	250000	/* 4 kHz */
+#define RING_PAGES	256
+#define MIN_SAMPLES	40
+
+static const char *const expected[] = { WORKLOAD_CHAIN, "run_child", "main" };
+#define NR_EXPECTED (int)(sizeof(expected) / sizeof(expected[0]))
+
+__attribute__((noinline)) static void run_child(int go, unsigned int ms)
+{
+	char c;
+
+	if (read(go, &c, 1) != 1)
+		_exit(3);
+	workload(ms);
+	asm volatile("" ::: "memory");
+	raise(SIGSTOP);
+	_exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int ms = argc > 1 ? atoi(argv[1]) : 1000;
+	size_t bad_ctx = 0, bad_pid = 0, missing = 0, dup = 0, orphan = 0;
+	size_t bad_rec = 0, leaf = 0, exact = 0, printed = 0, cookies = 0;
+	struct perf_event_attr attr;
+	struct dc_log log = { 0 };
+	struct dc_ring ring;
+	int go[2], fd, st, bad_where = -1;
+	uint64_t leaf_addr, leaf_size;
+	pid_t pid;
+
+	ksft_print_header();
+	ksft_set_plan(7);
+	if (dc_syms_load())
+		ksft_exit_fail_msg("cannot read own symbol table\n");
+	leaf_addr = dc_sym_addr("workload_leaf", &leaf_size);
+	if (!leaf_addr)
+		ksft_exit_fail_msg("no workload_leaf symbol\n");
+	dc_kallsyms_load();
+
+	if (pipe(go))
+		ksft_exit_fail_perror("pipe");
+	pid = fork();
+	if (pid < 0)
+		ksft_exit_fail_perror("fork");
+	if (pid == 0) {
+		close(go[1]);
+		run_child(go[0], ms);
+	}
+	close(go[0]);
+
+	dc_attr_init(&attr, PERIOD_NS, true);
+	fd = dc_open(&attr, pid, -1, -1, 0);
+	if (fd < 0) {
+		kill(pid, SIGKILL);
+		ksft_exit_fail_msg("perf_event_open(defer_callchain): %s\n",
+				   strerror(errno));
+	}
+	if (dc_ring_map(&ring, fd, RING_PAGES, 0))
+		ksft_exit_fail_perror("mmap");
+	if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0))
+		ksft_exit_fail_perror("enable");
+	if (write(go[1], "g", 1) != 1)
+		ksft_exit_fail_perror("write");
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		pid_t w;
+
+		poll(&p, 1, 20);
+		dc_ring_drain(&ring, &log);
+		w = waitpid(pid, &st, WUNTRACED | WNOHANG);
+		if (w == pid && WIFSTOPPED(st))
+			break;
+		if (w == pid)
+			ksft_exit_fail_msg("workload died (status %#x)\n", st);
+	}
+	ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+	dc_ring_drain(&ring, &log);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+
+	for (size_t i = 0; i < log.nr_samples; i++) {
+		struct dc_sample *s = &log.samples[i];
+		long idx, n;
+
+		if (s->pid != (uint32_t)pid || s->tid != (uint32_t)pid)
+			bad_pid++;
+		if (!s->ends_deferred || !s->cookie || s->has_user_ctx) {
+			bad_ctx++;
+			continue;
+		}
+		idx = dc_find_deferred(&log, s->pid, s->tid, s->cookie, &n);
+		if (idx < 0) {
+			missing++;
+			ksft_print_msg("sample at %llu: cookie %#llx has no deferred record\n",
+				       (unsigned long long)s->time,
+				       (unsigned long long)s->cookie);
+			continue;
+		}
+		log.deferred[idx].matched++;
+		if (n > 1)
+			dup++;
+		struct dc_deferred *d = &log.deferred[idx];
+
+		if (d->nr && d->ips[0] >= leaf_addr && d->ips[0] < leaf_addr + leaf_size) {
+			int where;
+
+			leaf++;
+			if (dc_stack_starts_with(d->ips, d->nr, expected,
+						 NR_EXPECTED, &where)) {
+				exact++;
+				if (printed < 3 && s->nr_kernel) {
+					dc_print_merged(s, d);
+					printed++;
+				}
+			} else if (bad_where < 0) {
+				bad_where = where;
+				ksft_print_msg("leaf sample with wrong stack (frame %d):\n", where);
+				dc_print_merged(s, d);
+			}
+		}
+	}
+	for (size_t i = 0; i < log.nr_deferred; i++) {
+		struct dc_deferred *d = &log.deferred[i];
+
+		if (d->matched) {
+			cookies++;
+		} else {
+			orphan++;
+			ksft_print_msg("deferred record cookie %#llx has no sample\n",
+				       (unsigned long long)d->cookie);
+		}
+		if (d->misc != PERF_RECORD_MISC_USER || !d->nr)
+			bad_rec++;
+		for (uint32_t j = 0; j < d->nr; j++)
+			if (d->ips[j] >= DC_USER_MAX)
+				bad_rec++;
+	}
+
+	ksft_print_msg("samples %zu, deferred records %zu, matched cookies %zu, "
+		       "leaf samples %zu, exact stacks %zu, lost %llu, other records %llu\n",
+		       log.nr_samples, log.nr_deferred, cookies, leaf, exact,
+		       (unsigned long long)log.lost, (unsigned long long)log.other);
+
+	ksft_test_result(log.nr_samples >= MIN_SAMPLES && !bad_pid,
+			 "%zu samples (>= %d), all from pid/tid %d\n",
+			 log.nr_samples, MIN_SAMPLES, pid);
+	ksft_test_result(!bad_ctx,
+			 "every sample ends with PERF_CONTEXT_USER_DEFERRED + non-zero cookie (%zu do not)\n",
+			 bad_ctx);
+	ksft_test_result(!missing && !dup,
+			 "every cookie has exactly one deferred record of the same pid/tid (%zu missing, %zu duplicated)\n",
+			 missing, dup);
+	ksft_test_result(!orphan && log.nr_deferred,
+			 "every deferred record (%zu) has a sample (%zu orphans)\n",
+			 log.nr_deferred, orphan);
+	ksft_test_result(!bad_rec,
+			 "deferred records are MISC_USER, non-empty, user addresses only (%zu bad)\n",
+			 bad_rec);
+	ksft_test_result(leaf * 2 >= log.nr_samples && exact == leaf && leaf,
+			 "merged stack of all %zu leaf samples is %s <- %s <- %s <- %s <- %s <- run_child <- main (%zu exact)\n",
+			 leaf, expected[0], expected[1], expected[2], expected[3],
+			 expected[4], exact);
+	ksft_test_result(!log.lost && !log.malformed,
+			 "no record lost (%llu) or malformed (%llu)\n",
+			 (unsigned long long)log.lost,
+			 (unsigned long long)log.malformed);
+
+	dc_ring_unmap(&ring);
+	close(fd);
+	dc_log_free(&log);
+	ksft_finished();
+}

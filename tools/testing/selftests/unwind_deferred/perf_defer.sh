@@ -1,0 +1,74 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# The real perf tool with deferred user callchains:
+#   perf record --call-graph fp,defer  on dc_workload
+# then checks, from perf's own output, that
+#   1. samples were recorded, every one of them deferred
+#      (perf script --no-merge-callchains shows the cookie), and
+#      PERF_RECORD_CALLCHAIN_DEFERRED records were written;
+#   2. perf script merges them: every sample whose first user frame is
+#      workload_leaf shows the whole chain
+#      workload_leaf workload_c workload_b workload_a workload main.
+# Output is TAP.
+
+T=${TMPDIR:-/tmp}/perf_defer.$$
+mkdir -p "$T"
+BIN=$(dirname "$0")/dc_workload
+n=0 fail=0
+ok() { n=$((n + 1)); echo "ok $n $*"; }
+nok() { n=$((n + 1)); fail=1; echo "not ok $n $*"; }
+
+echo "TAP version 13"
+echo "1..3"
+if ! perf record -q -e cpu-clock -F 4000 --call-graph fp,defer \
+	-o "$T/perf.data" -- "$BIN" 1000 >"$T/record.out" 2>&1; then
+	cat "$T/record.out"
+	nok "perf record --call-graph fp,defer failed"
+	echo "not ok 2 # SKIP"; echo "not ok 3 # SKIP"
+	exit 1
+fi
+
+perf report -D -i "$T/perf.data" >"$T/dump.txt" 2>/dev/null
+samples=$(grep -c 'PERF_RECORD_SAMPLE' "$T/dump.txt")
+deferred=$(grep -c 'PERF_RECORD_CALLCHAIN_DEFERRED' "$T/dump.txt")
+marked=$(grep -c 'PERF_CONTEXT_USER_DEFERRED' "$T/dump.txt")
+echo "# perf report -D: $samples samples, $deferred deferred callchain records, $marked user-deferred contexts"
+if [ "$samples" -gt 20 ] && [ "$deferred" -gt 0 ] && [ "$marked" -eq "$samples" ]; then
+	ok "perf record: $samples samples all marked PERF_CONTEXT_USER_DEFERRED, $deferred PERF_RECORD_CALLCHAIN_DEFERRED"
+else
+	nok "perf record: $samples samples, $marked marked deferred, $deferred deferred records"
+fi
+
+# One stack per block; blocks are separated by blank lines.  Print, per
+# sample, the symbols of its user frames (lines not in [kernel.kallsyms]).
+perf script -i "$T/perf.data" --no-inline -F comm,tid,ip,sym,dso \
+	>"$T/script.txt" 2>"$T/script.err"
+awk '
+/^[^ \t]/ { if (blk) print stack; blk = 1; stack = ""; next }
+/^$/ { if (blk) print stack; blk = 0; stack = ""; next }
+/kernel.kallsyms/ { next }
+{ stack = stack " " $2 }
+END { if (blk) print stack }' "$T/script.txt" >"$T/stacks.txt"
+want=" workload_leaf workload_c workload_b workload_a workload main"
+leaf=$(grep -c '^ workload_leaf' "$T/stacks.txt")
+exact=$(grep -c "^$want" "$T/stacks.txt")
+total=$(wc -l <"$T/stacks.txt")
+echo "# perf script: $total samples, $leaf with the leaf as first user frame, $exact with the full chain"
+if [ "$leaf" -gt 0 ] && [ "$exact" -eq "$leaf" ] && [ $((leaf * 2)) -ge "$total" ]; then
+	ok "perf script merged stacks: all $leaf leaf samples are$want"
+else
+	grep '^ workload_leaf' "$T/stacks.txt" | grep -v "^$want" | head -3 | sed 's/^/# bad:/'
+	nok "perf script merged stacks: $exact of $leaf leaf samples are$want"
+fi
+
+# Every merged sample also shows its kernel part (the workload is mostly
+# in getppid/clock_gettime system calls).
+kern=$(grep -c 'kernel.kallsyms' "$T/script.txt")
+if [ "$kern" -gt 0 ]; then
+	ok "perf script shows kernel frames ($kern lines) merged with user frames"
+else
+	nok "perf script shows no kernel frames"
+fi
+rm -rf "$T"
+exit $fail
