@@ -20,7 +20,7 @@ SELFTESTS := deferred_task perf_defer.sh
 KUNIT_SUITES := example rust_doctests_kernel
 
 .PHONY: all demo check setup source overlay kernel-c perf initramfs \
-	guest-test-c guest-demo-c diff clean distclean timings
+	guest-test-c guest-demo-c host-test diff clean distclean timings
 
 all: demo
 
@@ -51,9 +51,15 @@ guest-demo-c: kernel-c initramfs
 	@$(S) guest-demo-c scripts/run-guest.sh c demo
 
 check:
-	@mkdir -p $(BUILD) && rm -f $(BUILD)/stages.txt
+	@mkdir -p $(BUILD) && rm -rf $(BUILD)/stages.txt $(BUILD)/results
+	@$(MAKE) -s host-test
 	@$(MAKE) -s guest-test-c
 	@$(MAKE) -s timings
+	@scripts/summary.sh
+
+# Tests that need no kernel.
+host-test: setup
+	@$(S) host-test scripts/host-test.sh
 
 timings:
 	@echo "== stage timings"; cat $(BUILD)/stages.txt 2>/dev/null || true

@@ -17,6 +17,7 @@ grep -q PERF_RECORD_CALLCHAIN_DEFERRED "$HDR/linux/perf_event.h" ||
 	die "uapi headers in $HDR lack PERF_RECORD_CALLCHAIN_DEFERRED"
 
 T=$SRC/tools/testing/selftests/unwind_deferred
+mkdir -p "$BUILD/selftests"
 make -s -C "$T" OUTPUT="$BUILD/selftests" KHDR_INCLUDES="-isystem $HDR"
 
 rm -rf "$ROOT"

@@ -44,11 +44,12 @@ def main():
     ap.add_argument('--job', default='test')
     ap.add_argument('--kunit-tool')
     ap.add_argument('--timed-out', action='store_true')
+    ap.add_argument('--results', help='write "passed failed log" here')
     ap.add_argument('--kunit-suite', action='append', default=[],
                     help='a KUnit suite that must have run and passed')
     ap.add_argument('sections', nargs='*',
                     help='sections that must be present and pass')
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
 
     with open(a.log, 'rb') as f:
         lines = f.read().decode('utf-8', 'replace').replace('\r', '').split('\n')
@@ -71,7 +72,7 @@ def main():
         up = len(lines)
     kern = '\n'.join(lines[:up]) + '\n'
     if a.kunit_tool and a.job != 'probe':
-        kpath = a.log + '.kunit'
+        kpath = os.path.abspath(a.log) + '.kunit'
         with open(kpath, 'w') as f:
             f.write(kern)
         r = subprocess.run([sys.executable, a.kunit_tool, 'parse', kpath],
@@ -161,6 +162,9 @@ def main():
         failed = 1
     print('log: %s' % os.path.abspath(a.log))
     print('%d passed, %d failed' % (passed, failed))
+    if a.results:
+        with open(a.results, 'w') as f:
+            f.write('%d %d %s\n' % (passed, failed, os.path.basename(a.log)))
     return 1 if failures else 0
 
 

@@ -9,6 +9,7 @@
 #   WARN/BUG/oops/lockdep/KASAN report.  SECTIONS are the sections that
 #   must be present (default: those the job runs).
 # Environment: SMP (vCPUs, default 2), GUEST_TIMEOUT (s, default 600),
+#   GUEST_APPEND (extra kernel command line, e.g. inject=warn),
 #   ACCEL (tcg|kvm; default: kvm only if a probe boot with it works).
 . "$(dirname "$0")/lib.sh"
 
@@ -27,7 +28,7 @@ qemu() {
 	local accel=$1 timeout=$2 log=$3 jobarg=$4
 	timeout -k 5 "$timeout" qemu-system-x86_64 -accel "$accel" -m 2G -smp "$SMP" \
 		-kernel "$KERNEL" -initrd "$INITRD" \
-		-append "console=ttyS0 panic=-1 oops=panic job=$jobarg ncpus=$SMP variant=$variant" \
+		-append "console=ttyS0 panic=-1 oops=panic job=$jobarg ncpus=$SMP variant=$variant ${GUEST_APPEND:-}" \
 		-display none -serial "file:$log" -monitor none -no-reboot \
 		</dev/null
 }
@@ -62,4 +63,5 @@ qemu "$accel" "$TIMEOUT" "$LOG" "$job" || rc=$?
 log "guest: exited rc=$rc after $(( $(date +%s) - t0 ))s"
 timed_out=
 [ $rc -eq 124 ] || [ $rc -eq 137 ] && timed_out=--timed-out
-python3 "$TOP/scripts/guestlog.py" "$LOG" --job "$job" --kunit-tool "$BUILD/linux/tools/testing/kunit/kunit.py" $timed_out "$@"
+mkdir -p "$BUILD/results"
+python3 "$TOP/scripts/guestlog.py" "$LOG" --job "$job" --results "$BUILD/results/$variant-$job.txt" --kunit-tool "$BUILD/linux/tools/testing/kunit/kunit.py" $timed_out "$@"

@@ -4,9 +4,10 @@
 # The real perf tool with deferred user callchains:
 #   perf record --call-graph fp,defer  on dc_workload
 # then checks, from perf's own output, that
-#   1. samples were recorded, every one of them deferred
-#      (perf script --no-merge-callchains shows the cookie), and
-#      PERF_RECORD_CALLCHAIN_DEFERRED records were written;
+#   1. samples were recorded, every one of them deferred (perf script
+#      --no-merge-callchains shows its cookie) except those taken while
+#      the task was already exiting, and PERF_RECORD_CALLCHAIN_DEFERRED
+#      records were written;
 #   2. perf script merges them: every sample whose first user frame is
 #      workload_leaf shows the whole chain
 #      workload_leaf workload_c workload_b workload_a workload main.
@@ -21,7 +22,7 @@ nok() { n=$((n + 1)); fail=1; echo "not ok $n $*"; }
 
 echo "TAP version 13"
 echo "1..3"
-if ! perf record -q -e cpu-clock -F 4000 --call-graph fp,defer \
+if ! perf record -q --no-bpf-event -e cpu-clock -F 4000 --call-graph fp,defer \
 	-o "$T/perf.data" -- "$BIN" 1000 >"$T/record.out" 2>&1; then
 	cat "$T/record.out"
 	nok "perf record --call-graph fp,defer failed"
@@ -32,12 +33,35 @@ fi
 perf report -D -i "$T/perf.data" >"$T/dump.txt" 2>/dev/null
 samples=$(grep -c 'PERF_RECORD_SAMPLE' "$T/dump.txt")
 deferred=$(grep -c 'PERF_RECORD_CALLCHAIN_DEFERRED' "$T/dump.txt")
-marked=$(grep -c 'PERF_CONTEXT_USER_DEFERRED' "$T/dump.txt")
-echo "# perf report -D: $samples samples, $deferred deferred callchain records, $marked user-deferred contexts"
-if [ "$samples" -gt 20 ] && [ "$deferred" -gt 0 ] && [ "$marked" -eq "$samples" ]; then
-	ok "perf record: $samples samples all marked PERF_CONTEXT_USER_DEFERRED, $deferred PERF_RECORD_CALLCHAIN_DEFERRED"
+# Unmerged view: one block per sample (cookie shown as a "(cookie)" entry)
+# and one "DEFERRED CALLCHAIN [cookie: N]" block per deferred record.
+perf script -i "$T/perf.data" --no-inline --no-merge-callchains \
+	-F comm,tid,ip,sym >"$T/unmerged.txt" 2>/dev/null
+awk '
+function flush() {
+	if (!blk) return
+	if (hdr ~ /DEFERRED CALLCHAIN/) drec++
+	else if (body ~ /\(cookie\)/) marked++
+	else if (body ~ / do_exit| do_group_exit/) exiting++
+	else { other++; if (other <= 3) print "# not deferred:" hdr body > "/dev/stderr" }
+	blk = 0; body = ""
+}
+/^[^ \t]/ { flush(); blk = 1; hdr = $0; next }
+/^$/ { flush(); next }
+{ body = body " " $2 }
+END { flush(); printf "%d %d %d %d\n", marked, exiting, other, drec }' \
+	"$T/unmerged.txt" >"$T/counts.txt"
+read -r marked exiting other drec <"$T/counts.txt"
+echo "# perf report -D: $samples samples, $deferred PERF_RECORD_CALLCHAIN_DEFERRED"
+echo "# perf script --no-merge-callchains: $marked samples with a cookie, $exiting taken in do_exit (task exiting, not deferred), $other other, $drec DEFERRED CALLCHAIN records"
+# A sample taken after the task started exiting is not deferred (the
+# request fails with PF_EXITING and perf falls back to in-place user
+# unwinding); every other sample must be.
+if [ "$samples" -gt 20 ] && [ "$deferred" -gt 0 ] && [ "$drec" -eq "$deferred" ] &&
+	[ "$other" -eq 0 ] && [ $((marked + exiting)) -eq "$samples" ]; then
+	ok "perf record: $marked of $samples samples deferred with a cookie ($exiting in do_exit), $deferred PERF_RECORD_CALLCHAIN_DEFERRED"
 else
-	nok "perf record: $samples samples, $marked marked deferred, $deferred deferred records"
+	nok "perf record: $samples samples, $marked deferred, $exiting exiting, $other neither; $deferred/$drec deferred records"
 fi
 
 # One stack per block; blocks are separated by blank lines.  Print, per

@@ -6,7 +6,7 @@ T=${TMPDIR:-/tmp}/perf_demo
 mkdir -p "$T"
 cd "$T" || exit 1
 set -x
-perf record -e cpu-clock -F 4000 --call-graph fp,defer -o perf.data -- \
+perf record --no-bpf-event -e cpu-clock -F 4000 --call-graph fp,defer -o perf.data -- \
 	/tests/dc_workload 1500 || exit 1
 { set +x; } 2>/dev/null
 echo "---- three merged stacks (perf script): kernel part from the sample,"
@@ -14,11 +14,13 @@ echo "---- user part from the PERF_RECORD_CALLCHAIN_DEFERRED with its cookie"
 perf script -i perf.data --no-inline -F comm,tid,time,ip,sym,dso 2>/dev/null |
 	awk 'BEGIN { RS = "" } /workload_leaf/ && n < 3 { print; print ""; n++ }'
 echo "---- the same samples unmerged (perf script --no-merge-callchains)"
-perf script -i perf.data --no-inline --no-merge-callchains 2>/dev/null | head -30
+perf script -i perf.data --no-inline --no-merge-callchains 2>/dev/null |
+	awk 'BEGIN { RS = "" } /^dc_workload/ && n < 4 { print; print ""; n++ }'
 echo "---- counts (perf report -D)"
 perf report -D -i perf.data 2>/dev/null >dump.txt
 echo "samples:                         $(grep -c 'PERF_RECORD_SAMPLE' dump.txt)"
 echo "PERF_RECORD_CALLCHAIN_DEFERRED:  $(grep -c 'PERF_RECORD_CALLCHAIN_DEFERRED' dump.txt)"
 echo "PERF_CONTEXT_USER_DEFERRED marks: $(grep -c 'PERF_CONTEXT_USER_DEFERRED' dump.txt)"
-echo "---- perf report --stdio (children off, top entries)"
-perf report -i perf.data --stdio --no-children -G 2>/dev/null | grep -v '^$' | head -40
+echo "---- perf report --stdio (entries above 20%, with their merged call chains)"
+perf report -i perf.data --stdio --no-children --percent-limit 20 2>/dev/null |
+	grep -v '^#' | grep -v '^$' | head -40

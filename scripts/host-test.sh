@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Host-side tests (no kernel needed).  Results go to $BUILD/results.
+. "$(dirname "$0")/lib.sh"
+mkdir -p "$BUILD/results"
+out=$(python3 "$TOP/scripts/test_guestlog.py" 2>&1) || { echo "$out"; die "guestlog tests failed"; }
+n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
+echo "guestlog.py checker: $n tests passed"
+echo "$n 0 host-guestlog" >"$BUILD/results/host-guestlog.txt"
+
+# The unwinder's kernel-independent rules (src/logic), on the host.
+cd "$TOP"
+out=$(cargo test --release 2>&1) || { echo "$out" | tail -40; die "cargo test failed"; }
+echo "$out" | grep -E '^test result|Running' | sed 's/^/  /'
+p=$(echo "$out" | awk '/^test result:/ { s += $4 } END { print s + 0 }')
+echo "${p:-0} 0 host-cargo-test" >"$BUILD/results/host-cargo-test.txt"

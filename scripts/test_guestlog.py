@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Host-side tests of guestlog.py: it must fail on every kind of bad log."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GOOD = """\
+[    0.000000] Linux version 7.3.4
+[    1.000000] KTAP version 1
+==== GUEST UP job=test variant=c
+==== BEGIN guest
+TAP version 13
+1..1
+ok 1 2 CPUs online
+==== END guest rc=0
+==== BEGIN t1
+TAP version 13
+1..2
+ok 1 first
+[    2.000000] some kernel chatter in between
+ok 2 second
+==== END t1 rc=0
+==== GUEST DONE
+"""
+
+
+def run(text, *args):
+    with tempfile.NamedTemporaryFile('w', suffix='.log', delete=False) as f:
+        f.write(text)
+    try:
+        r = subprocess.run([sys.executable, os.path.join(HERE, 'guestlog.py'),
+                            f.name, 'guest', 't1'] + list(args),
+                           capture_output=True, text=True)
+        return r.returncode, r.stdout
+    finally:
+        os.unlink(f.name)
+
+
+class GuestLog(unittest.TestCase):
+    def test_good(self):
+        rc, out = run(GOOD)
+        self.assertEqual(rc, 0, out)
+        self.assertIn('3 passed, 0 failed', out)
+
+    def bad(self, text, *args):
+        rc, out = run(text, *args)
+        self.assertNotEqual(rc, 0, out)
+        self.assertNotIn(', 0 failed', out)
+        return out
+
+    def test_not_ok(self):
+        self.bad(GOOD.replace('ok 2 second', 'not ok 2 second'))
+
+    def test_skip(self):
+        self.bad(GOOD.replace('ok 2 second', 'ok 2 second # SKIP no'))
+
+    def test_missing_result(self):
+        self.bad(GOOD.replace('ok 2 second\n', ''))
+
+    def test_exit_status(self):
+        self.bad(GOOD.replace('END t1 rc=0', 'END t1 rc=1'))
+
+    def test_missing_section(self):
+        self.bad(GOOD, 't2')
+
+    def test_no_done(self):
+        self.bad(GOOD.replace('==== GUEST DONE\n', ''))
+
+    def test_timeout(self):
+        self.bad(GOOD, '--timed-out')
+
+    def test_kernel_reports(self):
+        for line in ['WARNING: CPU: 1 PID: 80 at kernel/unwind/deferred.c:10 f+0x1/0x2',
+                     'BUG: kernel NULL pointer dereference, address: 0000000000000000',
+                     'Oops: general protection fault, probably for non-canonical address',
+                     'Kernel panic - not syncing: Fatal exception',
+                     'BUG: KASAN: slab-use-after-free in process_unwind_deferred',
+                     'WARNING: possible circular locking dependency detected',
+                     'UBSAN: shift-out-of-bounds in kernel/unwind/user.c:40:2',
+                     'rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:',
+                     'Call Trace:']:
+            with self.subTest(line=line):
+                out = self.bad(GOOD.replace('some kernel chatter in between', line))
+                self.assertIn('kernel:', out)
+
+    def test_user_text_is_not_kernel(self):
+        # A test may print the word WARNING; only kernel lines are scanned.
+        rc, out = run(GOOD.replace('ok 1 first', '# WARNING: user text\nok 1 first'))
+        self.assertEqual(rc, 0, out)
+
+
+if __name__ == '__main__':
+    unittest.main()

@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The frame-pointer walk of a user stack, as rules over an abstract memory.
+//!
+//! Nothing here knows about the kernel: the kernel glue (`walk.rs` one level
+//! up) supplies the registers of the interrupted user context and a
+//! fault-tolerant reader of user words, and the host tests supply made-up
+//! stacks.  Every step of the walk is checked before it is taken, so that a
+//! hostile stack (loops, unaligned or downward frame pointers, kernel
+//! addresses, unmapped pages) ends the walk, never the kernel:
+//!
+//! - the canonical frame address (CFA) must be strictly above the previous
+//!   stack pointer, so the walk only moves up the stack and always ends;
+//! - the CFA must be aligned to the word size;
+//! - every read may fail, and a failed read ends the walk;
+//! - a return address that is not a user address ends the walk, so no
+//!   kernel address is ever reported (upstream C records it; see below);
+//! - at most `out.len()` entries are produced.
+//!
+//! Compat (32-bit) tasks use 4-byte words.  Their addresses are offsets in
+//! the code and stack segments; a non-zero segment base is added to every
+//! instruction pointer (code segment) and stack address (stack segment), in
+//! 32-bit arithmetic, so the trace holds linear addresses.
+//!
+//! Deliberate difference from upstream `kernel/unwind/user.c`: upstream
+//! records whatever return address it reads, kernel addresses included, and
+//! ignores segment bases.  The two agree on every stack whose return
+//! addresses are user addresses and whose segments have base zero.
+
+/// Word size of the user context being walked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WordSize {
+    /// A 64-bit task.
+    W8,
+    /// A compat (32-bit) task.
+    W4,
+}
+
+impl WordSize {
+    /// Size in bytes.
+    #[inline]
+    pub const fn bytes(self) -> u64 {
+        match self {
+            WordSize::W8 => 8,
+            WordSize::W4 => 4,
+        }
+    }
+
+    /// Reduce an address to the width of this word size.
+    #[inline]
+    const fn wrap(self, v: u64) -> u64 {
+        match self {
+            WordSize::W8 => v,
+            WordSize::W4 => v & 0xffff_ffff,
+        }
+    }
+}
+
+/// Where to find a frame's CFA, return address and saved frame pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameRule {
+    /// CFA = (frame pointer or stack pointer) + `cfa_off`.
+    pub cfa_off: i64,
+    /// The return address is at CFA + `ra_off`.
+    pub ra_off: i64,
+    /// The caller's frame pointer is at CFA + `fp_off`; 0: not saved.
+    pub fp_off: i64,
+    /// Whether the CFA is based on the frame pointer (else the stack pointer).
+    pub use_fp: bool,
+}
+
+impl FrameRule {
+    /// A frame set up with `push %rbp; mov %rsp, %rbp` (x86, both modes).
+    #[inline]
+    pub const fn frame_pointer(ws: WordSize) -> Self {
+        let w = ws.bytes() as i64;
+        FrameRule {
+            cfa_off: 2 * w,
+            ra_off: -w,
+            fp_off: -2 * w,
+            use_fp: true,
+        }
+    }
+
+    /// At a function's first instruction: only the return address is on the
+    /// stack and the frame pointer is still the caller's.
+    #[inline]
+    pub const fn function_entry(ws: WordSize) -> Self {
+        let w = ws.bytes() as i64;
+        FrameRule {
+            cfa_off: w,
+            ra_off: -w,
+            fp_off: 0,
+            use_fp: false,
+        }
+    }
+}
+
+/// Reads words of user memory.  Every read may fail.
+pub trait UserMemory {
+    /// Read one word of size `ws` at linear address `addr`; `None` if it
+    /// cannot be read (unmapped, not a user address, would fault).
+    fn read_word(&mut self, addr: u64, ws: WordSize) -> Option<u64>;
+}
+
+/// The interrupted user context a walk starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UserRegs {
+    /// Instruction pointer (offset in the code segment for compat).
+    pub ip: u64,
+    /// Stack pointer (offset in the stack segment for compat).
+    pub sp: u64,
+    /// Frame pointer (offset in the stack segment for compat).
+    pub fp: u64,
+    /// Word size of the task.
+    pub ws: WordSize,
+    /// The topmost frame is at a function's first instruction.
+    pub at_function_entry: bool,
+    /// Base of the code segment (0 unless compat with an LDT segment).
+    pub cs_base: u64,
+    /// Base of the stack segment (0 unless compat with an LDT segment).
+    pub ss_base: u64,
+    /// Return addresses at or above this are not user addresses.
+    pub user_limit: u64,
+}
+
+/// Why a walk ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The output was full.
+    Full,
+    /// The frame pointer was below the stack pointer (the usual end: the
+    /// outermost frame has a zero frame pointer).
+    FramePointerBelowStack,
+    /// The CFA did not grow (or overflowed): a loop or a corrupt frame.
+    NotGrowing,
+    /// The CFA was not aligned to the word size.
+    Unaligned,
+    /// A word could not be read.
+    Fault,
+    /// A return address was not a user address.
+    NotUser,
+}
+
+/// State of a frame-pointer walk.
+#[derive(Clone, Debug)]
+pub struct Walk {
+    ip: u64,
+    sp: u64,
+    fp: u64,
+    ws: WordSize,
+    topmost: bool,
+    at_function_entry: bool,
+    cs_base: u64,
+    ss_base: u64,
+    user_limit: u64,
+}
+
+impl Walk {
+    /// Start a walk at the given user context.
+    pub fn new(r: &UserRegs) -> Self {
+        let ws = r.ws;
+        Walk {
+            ip: ws.wrap(r.cs_base.wrapping_add(r.ip)),
+            sp: ws.wrap(r.ss_base.wrapping_add(r.sp)),
+            fp: ws.wrap(r.ss_base.wrapping_add(r.fp)),
+            ws,
+            topmost: true,
+            at_function_entry: r.at_function_entry,
+            cs_base: r.cs_base,
+            ss_base: r.ss_base,
+            user_limit: r.user_limit,
+        }
+    }
+
+    /// The current frame's instruction pointer (a linear address).
+    #[inline]
+    pub fn ip(&self) -> u64 {
+        self.ip
+    }
+
+    /// Step to the caller's frame.
+    pub fn next(&mut self, mem: &mut impl UserMemory) -> Result<(), Stop> {
+        let ws = self.ws;
+        let rule = if self.topmost && self.at_function_entry {
+            FrameRule::function_entry(ws)
+        } else {
+            FrameRule::frame_pointer(ws)
+        };
+
+        let base = if rule.use_fp {
+            if self.fp < self.sp {
+                return Err(Stop::FramePointerBelowStack);
+            }
+            self.fp
+        } else {
+            self.sp
+        };
+        let cfa = base.checked_add_signed(rule.cfa_off).ok_or(Stop::NotGrowing)?;
+        if cfa <= self.sp || ws.wrap(cfa) != cfa {
+            return Err(Stop::NotGrowing);
+        }
+        if cfa & (ws.bytes() - 1) != 0 {
+            return Err(Stop::Unaligned);
+        }
+
+        let at = |off: i64| cfa.checked_add_signed(off).ok_or(Stop::Fault);
+        let ra = mem.read_word(at(rule.ra_off)?, ws).ok_or(Stop::Fault)?;
+        let fp = if rule.fp_off != 0 {
+            Some(mem.read_word(at(rule.fp_off)?, ws).ok_or(Stop::Fault)?)
+        } else {
+            None
+        };
+
+        let ip = ws.wrap(self.cs_base.wrapping_add(ra));
+        if ip >= self.user_limit {
+            return Err(Stop::NotUser);
+        }
+        self.ip = ip;
+        self.sp = cfa;
+        if let Some(fp) = fp {
+            self.fp = ws.wrap(self.ss_base.wrapping_add(fp));
+        }
+        self.topmost = false;
+        Ok(())
+    }
+}
+
+/// Walk the user stack from `regs` into `out`: the first entry is the
+/// interrupted instruction pointer, then one return address per frame.
+/// Returns the number of entries written and why the walk ended.
+pub fn walk(regs: &UserRegs, mem: &mut impl UserMemory, out: &mut [u64]) -> (usize, Stop) {
+    let max = out.len();
+    let mut w = Walk::new(regs);
+    for (nr, slot) in out.iter_mut().enumerate() {
+        *slot = w.ip();
+        if nr + 1 == max {
+            break;
+        }
+        if let Err(stop) = w.next(mem) {
+            return (nr + 1, stop);
+        }
+    }
+    (max, Stop::Full)
+}
