@@ -2,11 +2,12 @@
 #
 # Deferred user-space unwinding in Rust, on Linux 7.3.
 #
-#   make demo    the main job: build, boot the custom kernel, profile a
-#                workload with `perf record --call-graph fp,defer`, print
+#   make demo    the main job: build, boot the Rust-unwinder kernel, profile
+#                a workload with `perf record --call-graph fp,defer`, print
 #                merged stacks and record counts
-#   make check   every test: build the kernels, run KUnit and the
-#                selftests (raw perf_event_open and the perf tool) in QEMU
+#   make check   every test: host tests, both kernels (upstream C and Rust),
+#                KUnit and the selftests (raw perf_event_open and the perf
+#                tool) in QEMU on each
 #
 # Both set up the machine first (scripts/setup.sh, idempotent).  Outputs
 # go to build/ (BUILD=...), downloads to ~/.cache/unwind-rs.
@@ -14,13 +15,18 @@
 S := scripts/stage.sh
 BUILD ?= $(CURDIR)/build
 export BUILD
+DEMO_VARIANT ?= rust
 
 # The guest programs that `make check` requires (in /tests/list order).
-SELFTESTS := deferred_task perf_defer.sh
+SELFTESTS := deferred_task deferred_task_32 perf_defer.sh
 KUNIT_SUITES := example rust_doctests_kernel
+KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred
+# What `make check` must have produced results for (a missing one fails).
+CHECK_RESULTS := host-guestlog host-cargo-test host-loom c-test rust-test symbols
 
-.PHONY: all demo check setup source overlay kernel-c perf initramfs \
-	guest-test-c guest-demo-c host-test diff clean distclean timings
+.PHONY: all demo check setup source overlay kernel-c kernel-rust perf \
+	initramfs guest-test-c guest-test-rust guest-demo symbols host-test \
+	diff clean distclean timings
 
 all: demo
 
@@ -30,36 +36,49 @@ source: setup
 	@$(S) source scripts/fetch-source.sh
 overlay: source
 	@$(S) overlay scripts/overlay.sh
+# One kernel build at a time: the machine has two cores.
 kernel-c: overlay
 	@$(S) kernel-c scripts/build-kernel.sh c
+kernel-rust: overlay | kernel-c
+	@$(S) kernel-rust scripts/build-kernel.sh rust
 perf: overlay
 	@$(S) perf scripts/build-perf.sh
 initramfs: kernel-c perf
 	@$(S) initramfs scripts/build-initramfs.sh
 
+# (Explicit targets: make does not apply pattern rules to .PHONY ones.)
 guest-test-c: kernel-c initramfs
 	@$(S) guest-test-c scripts/run-guest.sh c test guest $(SELFTESTS) \
 		$(addprefix --kunit-suite=,$(KUNIT_SUITES))
+guest-test-rust: kernel-rust initramfs
+	@$(S) guest-test-rust scripts/run-guest.sh rust test guest $(SELFTESTS) \
+		$(addprefix --kunit-suite=,$(KUNIT_SUITES) $(KUNIT_SUITES_rust))
+
+guest-demo: kernel-$(DEMO_VARIANT) initramfs
+	@$(S) guest-demo-$(DEMO_VARIANT) scripts/run-guest.sh $(DEMO_VARIANT) demo
+
+# No code of the C implementation in the Rust kernel.
+symbols: kernel-c kernel-rust
+	@$(S) symbols scripts/check-symbols.sh
+
+# Tests that need no kernel.
+host-test: setup
+	@$(S) host-test scripts/host-test.sh
 
 demo:
 	@mkdir -p $(BUILD) && rm -f $(BUILD)/stages.txt
-	@$(MAKE) -s guest-demo-c
-	@sed -n '/==== BEGIN demo/,/==== END demo/p' $(BUILD)/logs/c-demo.log
+	@$(MAKE) -s guest-demo
+	@sed -n '/==== BEGIN demo/,/==== END demo/p' $(BUILD)/logs/$(DEMO_VARIANT)-demo.log
 	@$(MAKE) -s timings
-
-guest-demo-c: kernel-c initramfs
-	@$(S) guest-demo-c scripts/run-guest.sh c demo
 
 check:
 	@mkdir -p $(BUILD) && rm -rf $(BUILD)/stages.txt $(BUILD)/results
 	@$(MAKE) -s host-test
 	@$(MAKE) -s guest-test-c
+	@$(MAKE) -s guest-test-rust
+	@$(MAKE) -s symbols
 	@$(MAKE) -s timings
-	@scripts/summary.sh
-
-# Tests that need no kernel.
-host-test: setup
-	@$(S) host-test scripts/host-test.sh
+	@scripts/summary.sh $(CHECK_RESULTS)
 
 timings:
 	@echo "== stage timings"; cat $(BUILD)/stages.txt 2>/dev/null || true
@@ -70,6 +89,6 @@ diff: overlay
 
 clean:
 	rm -rf $(BUILD)/kernel-* $(BUILD)/perf $(BUILD)/selftests \
-		$(BUILD)/initramfs* $(BUILD)/logs
+		$(BUILD)/initramfs* $(BUILD)/logs $(BUILD)/results
 distclean:
 	rm -rf $(BUILD)

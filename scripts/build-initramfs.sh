@@ -25,12 +25,16 @@ mkdir -p "$ROOT"/{bin,dev,proc,sys,tmp,tests,usr/bin,etc}
 cp /bin/busybox "$ROOT/bin/busybox"
 file "$ROOT/bin/busybox" | grep -q 'statically linked' || die "/bin/busybox is not static (busybox-static)"
 cp "$TOP/scripts/guest/init" "$ROOT/init"
-for f in deferred_task dc_workload; do
+for f in deferred_task deferred_task_32 dc_workload; do
 	cp "$BUILD/selftests/$f" "$ROOT/tests/"
 done
 cp "$T"/perf_defer.sh "$T"/perf_demo.sh "$ROOT/tests/"
+# The leaf's size, for perf_defer.sh (no nm in the guest).
+size=$(nm -S "$BUILD/selftests/dc_workload" | awk '$4 == "workload_leaf" { print $2 }')
+[ -n "$size" ] || die "no workload_leaf in dc_workload"
+echo $((16#$size)) >"$ROOT/tests/dc_workload.leaf-size"
 # Test order in the guest.
-printf '%s\n' deferred_task perf_defer.sh >"$ROOT/tests/list"
+printf "%s\n" deferred_task deferred_task_32 perf_defer.sh >"$ROOT/tests/list"
 
 # perf + what it links, from this root.
 cp "$BUILD/perf/perf" "$ROOT/usr/bin/perf"

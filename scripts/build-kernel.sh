@@ -7,25 +7,36 @@
 # Output in $BUILD/kernel-VARIANT (O= build, the source tree stays clean).
 # The configuration is tinyconfig + arch/x86/configs/unwind_test.config +
 # kunit/.kunitconfig (+ unwind_rust.config); every value the fragments ask
-# for is checked to have made it into .config.  A compiler warning fails
-# the build.
+# for is checked to have made it into .config.  A compiler (or, for the Rust
+# kernel, clippy) warning fails the build.
 
 . "$(dirname "$0")/lib.sh"
 
 variant=${1:?usage: build-kernel.sh c|rust}
 SRC=$BUILD/linux
 O=$BUILD/kernel-$variant
-frags=("$TOP/arch/x86/configs/unwind_test.config" "$TOP/kunit/.kunitconfig")
+mkdir -p "$O"
 case $variant in
-c) ;;
-rust) frags+=("$TOP/arch/x86/configs/unwind_rust.config") ;;
+c)
+	# Upstream C: the KUnit options without the Rust unwinder's.
+	grep -v UNWIND_USER_RUST "$TOP/kunit/.kunitconfig" >"$O/kunit.config"
+	frags=("$TOP/arch/x86/configs/unwind_test.config" "$O/kunit.config")
+	;;
+rust)
+	frags=("$TOP/arch/x86/configs/unwind_test.config" "$TOP/kunit/.kunitconfig"
+		"$TOP/arch/x86/configs/unwind_rust.config")
+	;;
 *) die "unknown variant $variant" ;;
 esac
 
 RUST_LIB_SRC=$CACHE/rust-src-$(rustc --version | awk '{print $2}')/library
 [ -d "$RUST_LIB_SRC" ] || die "no Rust library source at $RUST_LIB_SRC: run scripts/setup.sh"
 export RUST_LIB_SRC
-kmake() { make -C "$SRC" O="$O" LLVM="$LLVM_SUFFIX" -j"$(nproc)" "$@"; }
+# The Rust kernel is built with clippy as the Rust compiler, so that a
+# clippy warning fails the build like any other warning.
+clippy=
+[ "$variant" = rust ] && clippy=CLIPPY=1
+kmake() { make -C "$SRC" O="$O" LLVM="$LLVM_SUFFIX" $clippy -j"$(nproc)" "$@"; }
 
 mkdir -p "$O"
 sum=$(cat "${frags[@]}" | sha256sum | awk '{print $1}')

@@ -14,3 +14,17 @@ out=$(cargo test --release 2>&1) || { echo "$out" | tail -40; die "cargo test fa
 echo "$out" | grep -E '^test result|Running' | sed 's/^/  /'
 p=$(echo "$out" | awk '/^test result:/ { s += $4 } END { print s + 0 }')
 echo "${p:-0} 0 host-cargo-test" >"$BUILD/results/host-cargo-test.txt"
+
+# The request bitmask protocol under the loom model checker.
+out=$(RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$TOP/target/loom" \
+	cargo test --release --test loom_mask -- --nocapture 2>&1) ||
+	{ echo "$out" | tail -40; die "loom model check failed"; }
+echo "$out" | grep -E '^loom:|^test result' | sed 's/^/  /'
+p=$(echo "$out" | awk '/^test result:/ { s += $4 } END { print s + 0 }')
+echo "${p:-0} 0 host-loom" >"$BUILD/results/host-loom.txt"
+
+# rustfmt, with the kernel's .rustfmt.toml (a copy is at the top level).
+files=$(cd "$TOP" && git ls-files '*.rs')
+(cd "$TOP" && rustfmt --edition 2021 --check $files) >/dev/null ||
+	die "rustfmt: run 'rustfmt --edition 2021 \$(git ls-files \"*.rs\")'"
+echo "rustfmt: $(echo "$files" | wc -l) files clean"

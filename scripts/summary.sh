@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Sum up the results of this `make check` run.
+# summary.sh NAME...: sum up the results of this `make check` run; each
+# NAME must have reported (a stage that silently ran nothing fails).
 . "$(dirname "$0")/lib.sh"
 p=0 f=0
+for n in "$@"; do
+	[ -e "$BUILD/results/$n.txt" ] || { echo "  $n: no result"; f=$((f + 1)); }
+done
 echo "== results"
 for r in "$BUILD"/results/*.txt; do
 	[ -e "$r" ] || continue

@@ -27,7 +27,11 @@ impl UserMemory for Mem {
     fn read_word(&mut self, addr: u64, ws: WordSize) -> Option<u64> {
         self.reads.push(addr);
         let v = *self.words.get(&addr)?;
-        Some(if ws == WordSize::W4 { v & 0xffff_ffff } else { v })
+        Some(if ws == WordSize::W4 {
+            v & 0xffff_ffff
+        } else {
+            v
+        })
     }
 }
 
@@ -70,7 +74,11 @@ fn chain_64() {
         &[0x7ffd_1000, 0x7ffd_1040, 0x7ffd_10a0],
         &[0x40_1100, 0x40_1200, 0x40_1300],
     );
-    let (ips, stop) = run(&regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8), &mut m, 64);
+    let (ips, stop) = run(
+        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
+        &mut m,
+        64,
+    );
     assert_eq!(ips, [0x40_1000, 0x40_1100, 0x40_1200, 0x40_1300]);
     // The outermost frame's saved frame pointer is 0, below the stack.
     assert_eq!(stop, Stop::FramePointerBelowStack);
@@ -79,10 +87,19 @@ fn chain_64() {
 #[test]
 fn chain_32() {
     let mut m = Mem::default();
-    chain(&mut m, 4, &[0xffd0_0100, 0xffd0_0120], &[0x0804_9100, 0x0804_9200]);
+    chain(
+        &mut m,
+        4,
+        &[0xffd0_0100, 0xffd0_0120],
+        &[0x0804_9100, 0x0804_9200],
+    );
     // Upper halves of 32-bit words are ignored.
     m.put(0xffd0_0104, 0xdead_0000_0804_9100);
-    let (ips, stop) = run(&regs(0x0804_9000, 0xffd0_00f0, 0xffd0_0100, WordSize::W4), &mut m, 64);
+    let (ips, stop) = run(
+        &regs(0x0804_9000, 0xffd0_00f0, 0xffd0_0100, WordSize::W4),
+        &mut m,
+        64,
+    );
     assert_eq!(ips, [0x0804_9000, 0x0804_9100, 0x0804_9200]);
     assert_eq!(stop, Stop::FramePointerBelowStack);
 }
@@ -109,15 +126,28 @@ fn loop_ends() {
     let mut m = Mem::default();
     m.put(0x7ffd_1000, 0x7ffd_1000); // frame points to itself
     m.put(0x7ffd_1008, 0x40_1100);
-    let (ips, stop) = run(&regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8), &mut m, 64);
+    let (ips, stop) = run(
+        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
+        &mut m,
+        64,
+    );
     assert_eq!(ips, [0x40_1000, 0x40_1100]);
     // The stack pointer moved to the CFA, above the looping frame pointer.
     assert_eq!(stop, Stop::FramePointerBelowStack);
     // A two-frame cycle ends the same way.
     let mut m = Mem::default();
-    chain(&mut m, 8, &[0x7ffd_1000, 0x7ffd_1040], &[0x40_1100, 0x40_1200]);
+    chain(
+        &mut m,
+        8,
+        &[0x7ffd_1000, 0x7ffd_1040],
+        &[0x40_1100, 0x40_1200],
+    );
     m.put(0x7ffd_1040, 0x7ffd_1000);
-    let (ips, stop) = run(&regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8), &mut m, 64);
+    let (ips, stop) = run(
+        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
+        &mut m,
+        64,
+    );
     assert_eq!(ips, [0x40_1000, 0x40_1100, 0x40_1200]);
     assert_eq!(stop, Stop::FramePointerBelowStack);
 }
@@ -125,8 +155,17 @@ fn loop_ends() {
 #[test]
 fn downward_frame_pointer() {
     let mut m = Mem::default();
-    chain(&mut m, 8, &[0x7ffd_1000, 0x7ffd_0800], &[0x40_1100, 0x40_1200]);
-    let (ips, stop) = run(&regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8), &mut m, 64);
+    chain(
+        &mut m,
+        8,
+        &[0x7ffd_1000, 0x7ffd_0800],
+        &[0x40_1100, 0x40_1200],
+    );
+    let (ips, stop) = run(
+        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
+        &mut m,
+        64,
+    );
     assert_eq!(ips, [0x40_1000, 0x40_1100]);
     assert_eq!(stop, Stop::FramePointerBelowStack);
 }
@@ -134,14 +173,32 @@ fn downward_frame_pointer() {
 #[test]
 fn unaligned_frame_pointer() {
     let mut m = Mem::default();
-    chain(&mut m, 8, &[0x7ffd_1000, 0x7ffd_1043], &[0x40_1100, 0x40_1200]);
-    let (ips, stop) = run(&regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8), &mut m, 64);
+    chain(
+        &mut m,
+        8,
+        &[0x7ffd_1000, 0x7ffd_1043],
+        &[0x40_1100, 0x40_1200],
+    );
+    let (ips, stop) = run(
+        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
+        &mut m,
+        64,
+    );
     assert_eq!(ips, [0x40_1000, 0x40_1100]);
     assert_eq!(stop, Stop::Unaligned);
     // 4-byte alignment is enough for compat.
     let mut m = Mem::default();
-    chain(&mut m, 4, &[0xffd0_0100, 0xffd0_0124], &[0x0804_9100, 0x0804_9200]);
-    let (ips, _) = run(&regs(0x0804_9000, 0xffd0_00f0, 0xffd0_0100, WordSize::W4), &mut m, 64);
+    chain(
+        &mut m,
+        4,
+        &[0xffd0_0100, 0xffd0_0124],
+        &[0x0804_9100, 0x0804_9200],
+    );
+    let (ips, _) = run(
+        &regs(0x0804_9000, 0xffd0_00f0, 0xffd0_0100, WordSize::W4),
+        &mut m,
+        64,
+    );
     assert_eq!(ips, [0x0804_9000, 0x0804_9100, 0x0804_9200]);
 }
 
@@ -154,7 +211,11 @@ fn kernel_return_address_ends_walk() {
         &[0x7ffd_1000, 0x7ffd_1040],
         &[0x40_1100, 0xffff_ffff_8100_0000],
     );
-    let (ips, stop) = run(&regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8), &mut m, 64);
+    let (ips, stop) = run(
+        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
+        &mut m,
+        64,
+    );
     assert_eq!(ips, [0x40_1000, 0x40_1100]);
     assert_eq!(stop, Stop::NotUser);
 }
@@ -166,7 +227,11 @@ fn kernel_frame_pointer_is_not_followed() {
     let mut m = Mem::default();
     chain(&mut m, 8, &[0x7ffd_1000], &[0x40_1100]);
     m.put(0x7ffd_1000, 0xffff_8880_0000_0000);
-    let (ips, stop) = run(&regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8), &mut m, 64);
+    let (ips, stop) = run(
+        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
+        &mut m,
+        64,
+    );
     assert_eq!(ips, [0x40_1000, 0x40_1100]);
     assert_eq!(stop, Stop::Fault);
 }
@@ -176,7 +241,11 @@ fn unmapped_page_ends_walk() {
     let mut m = Mem::default();
     m.put(0x7ffd_1000, 0x7ffd_2000); // next frame is not mapped
     m.put(0x7ffd_1008, 0x40_1100);
-    let (ips, stop) = run(&regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8), &mut m, 64);
+    let (ips, stop) = run(
+        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
+        &mut m,
+        64,
+    );
     assert_eq!(ips, [0x40_1000, 0x40_1100]);
     assert_eq!(stop, Stop::Fault);
 }
@@ -185,13 +254,22 @@ fn unmapped_page_ends_walk() {
 fn overflow_at_top_of_address_space() {
     let mut m = Mem::default();
     let (ips, stop) = run(
-        &regs(0x40_1000, 0xffff_ffff_ffff_fff0, 0xffff_ffff_ffff_fff8, WordSize::W8),
+        &regs(
+            0x40_1000,
+            0xffff_ffff_ffff_fff0,
+            0xffff_ffff_ffff_fff8,
+            WordSize::W8,
+        ),
         &mut m,
         64,
     );
     assert_eq!(ips, [0x40_1000]);
     assert_eq!(stop, Stop::NotGrowing);
-    let (ips, stop) = run(&regs(0x0804_9000, 0xffff_fff0, 0xffff_fff8, WordSize::W4), &mut m, 64);
+    let (ips, stop) = run(
+        &regs(0x0804_9000, 0xffff_fff0, 0xffff_fff8, WordSize::W4),
+        &mut m,
+        64,
+    );
     assert_eq!(ips, [0x0804_9000]);
     assert_eq!(stop, Stop::NotGrowing);
 }
@@ -207,7 +285,14 @@ fn truncation_at_max() {
         let (ips, stop) = run(&r, &mut m, max);
         assert_eq!(ips.len(), max);
         assert_eq!(stop, Stop::Full);
-        assert_eq!(ips[max - 1], if max == 1 { 0x40_1000 } else { 0x40_0000 + max as u64 - 2 });
+        assert_eq!(
+            ips[max - 1],
+            if max == 1 {
+                0x40_1000
+            } else {
+                0x40_0000 + max as u64 - 2
+            }
+        );
     }
     let (ips, stop) = run(&r, &mut m, 200);
     assert_eq!(ips.len(), 101);
@@ -291,10 +376,19 @@ fn upstream(r: &UserRegs, mem: &mut Mem, max: usize) -> Vec<u64> {
 
 fn arb_stack() -> impl Strategy<Value = (UserRegs, Mem, usize)> {
     let ws = prop_oneof![Just(WordSize::W8), Just(WordSize::W4)];
-    (ws, any::<bool>(), 1usize..40, prop::collection::vec((0u64..64, any::<u64>(), 0u8..8), 0..48))
+    (
+        ws,
+        any::<bool>(),
+        1usize..40,
+        prop::collection::vec((0u64..64, any::<u64>(), 0u8..8), 0..48),
+    )
         .prop_map(|(ws, entry, max, cells)| {
             let w = ws.bytes();
-            let sp = if ws == WordSize::W8 { 0x7ffd_0000 } else { 0xffd0_0000 };
+            let sp = if ws == WordSize::W8 {
+                0x7ffd_0000
+            } else {
+                0xffd0_0000
+            };
             let mut m = Mem::default();
             // Mostly plausible values (stack addresses above sp, code
             // addresses), some kernel addresses and random junk.

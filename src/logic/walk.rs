@@ -196,7 +196,9 @@ impl Walk {
         } else {
             self.sp
         };
-        let cfa = base.checked_add_signed(rule.cfa_off).ok_or(Stop::NotGrowing)?;
+        let cfa = base
+            .checked_add_signed(rule.cfa_off)
+            .ok_or(Stop::NotGrowing)?;
         if cfa <= self.sp || ws.wrap(cfa) != cfa {
             return Err(Stop::NotGrowing);
         }

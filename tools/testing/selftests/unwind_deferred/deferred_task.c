@@ -13,9 +13,14 @@
  * samples taken in the leaf is exactly the workload's call chain.
  *
  * The child stops itself (SIGSTOP) before the event is disabled: a stopping
- * task runs its pending task_work in get_signal() first, so no deferred
- * unwind is left pending when the event goes away.  (A task that *exits*
- * with one pending is a different case, tested separately.)
+ * task runs its pending task_work in get_signal() first, so the deferred
+ * unwinds of its samples are written before it stops.  The one exception is
+ * a sample that lands in that last kernel entry after get_signal() ran the
+ * task_work, on the way into the stop: its unwind is queued for the
+ * task's next return to user space, which never comes while the event is
+ * enabled.  Such samples are counted apart and must be the very last ones,
+ * with get_signal() on their kernel stack.  (A task that *exits* with an
+ * unwind pending is a different case, tested separately.)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,6 +44,40 @@
 static const char *const expected[] = { WORKLOAD_CHAIN, "run_child", "main" };
 #define NR_EXPECTED (int)(sizeof(expected) / sizeof(expected[0]))
 
+/*
+ * Where the leaf has no frame of its own: before its prologue
+ * (push %rbp; mov %rsp,%rbp) has run, and at its final ret after pop %rbp.
+ * A frame-pointer walk from there finds the caller's frame in %rbp and so
+ * skips the direct caller, workload_c: the documented limit of
+ * frame-pointer unwinding (upstream only fixes the entry case with a
+ * uprobe).  The expected chain there is the full one without workload_c.
+ */
+static const char *const expected_frameless[] = {
+	"workload_leaf", "workload_b", "workload_a", "workload", "run_child", "main"
+};
+#define NR_FRAMELESS (int)(sizeof(expected_frameless) / sizeof(expected_frameless[0]))
+
+static bool in_kernel_function(const struct dc_sample *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->nr_kernel; i++)
+		if (!strcmp(dc_ksym(s->kernel[i]), name))
+			return true;
+	return false;
+}
+
+static bool leaf_frameless(uint64_t ip, uint64_t start, uint64_t size)
+{
+	const uint8_t *code = (const uint8_t *)(uintptr_t)start;
+	uint64_t prologue;
+
+	/* push %rbp (55), then mov %rsp,%rbp (48 89 e5; 89 e5 on i386) */
+	if (code[0] != 0x55)
+		return false;
+	prologue = code[1] == 0x48 ? 4 : 3;
+	return ip - start < prologue ||
+	       (ip == start + size - 1 && code[size - 1] == 0xc3);
+}
+
 __attribute__((noinline)) static void run_child(int go, unsigned int ms)
 {
 	char c;
@@ -56,6 +95,8 @@ int main(int argc, char **argv)
 	unsigned int ms = argc > 1 ? atoi(argv[1]) : 1000;
 	size_t bad_ctx = 0, bad_pid = 0, missing = 0, dup = 0, orphan = 0;
 	size_t bad_rec = 0, leaf = 0, exact = 0, printed = 0, cookies = 0;
+	size_t frameless = 0, stopping = 0;
+	uint64_t last_time = 0, last_cookie = 0;
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
 	struct dc_ring ring;
@@ -115,6 +156,12 @@ int main(int argc, char **argv)
 	waitpid(pid, &st, 0);
 
 	for (size_t i = 0; i < log.nr_samples; i++) {
+		if (log.samples[i].time >= last_time) {
+			last_time = log.samples[i].time;
+			last_cookie = log.samples[i].cookie;
+		}
+	}
+	for (size_t i = 0; i < log.nr_samples; i++) {
 		struct dc_sample *s = &log.samples[i];
 		long idx, n;
 
@@ -125,11 +172,20 @@ int main(int argc, char **argv)
 			continue;
 		}
 		idx = dc_find_deferred(&log, s->pid, s->tid, s->cookie, &n);
+		if (idx < 0 && s->cookie == last_cookie && in_kernel_function(s, "get_signal")) {
+			stopping++;
+			ksft_print_msg("sample %zu of %zu: last entry, on the way into the stop after its task_work ran: record due at the next return to user space\n",
+				       i + 1, log.nr_samples);
+			continue;
+		}
 		if (idx < 0) {
 			missing++;
-			ksft_print_msg("sample at %llu: cookie %#llx has no deferred record\n",
+			ksft_print_msg("sample %zu of %zu at %llu: cookie %#llx has no deferred record\n",
+				       i + 1, log.nr_samples,
 				       (unsigned long long)s->time,
 				       (unsigned long long)s->cookie);
+			if (missing <= 3)
+				dc_print_merged(s, NULL);
 			continue;
 		}
 		log.deferred[idx].matched++;
@@ -138,11 +194,15 @@ int main(int argc, char **argv)
 		struct dc_deferred *d = &log.deferred[idx];
 
 		if (d->nr && d->ips[0] >= leaf_addr && d->ips[0] < leaf_addr + leaf_size) {
+			bool fl = leaf_frameless(d->ips[0], leaf_addr, leaf_size);
 			int where;
 
 			leaf++;
-			if (dc_stack_starts_with(d->ips, d->nr, expected,
-						 NR_EXPECTED, &where)) {
+			frameless += fl;
+			if (fl ? dc_stack_starts_with(d->ips, d->nr, expected_frameless,
+						      NR_FRAMELESS, &where) :
+				 dc_stack_starts_with(d->ips, d->nr, expected,
+						      NR_EXPECTED, &where)) {
 				exact++;
 				if (printed < 3 && s->nr_kernel) {
 					dc_print_merged(s, d);
@@ -173,8 +233,9 @@ int main(int argc, char **argv)
 	}
 
 	ksft_print_msg("samples %zu, deferred records %zu, matched cookies %zu, "
-		       "leaf samples %zu, exact stacks %zu, lost %llu, other records %llu\n",
-		       log.nr_samples, log.nr_deferred, cookies, leaf, exact,
+		       "leaf samples %zu (%zu at its frameless entry/exit), exact stacks %zu, "
+		       "lost %llu, other records %llu\n",
+		       log.nr_samples, log.nr_deferred, cookies, leaf, frameless, exact,
 		       (unsigned long long)log.lost, (unsigned long long)log.other);
 
 	ksft_test_result(log.nr_samples >= MIN_SAMPLES && !bad_pid,
@@ -184,8 +245,8 @@ int main(int argc, char **argv)
 			 "every sample ends with PERF_CONTEXT_USER_DEFERRED + non-zero cookie (%zu do not)\n",
 			 bad_ctx);
 	ksft_test_result(!missing && !dup,
-			 "every cookie has exactly one deferred record of the same pid/tid (%zu missing, %zu duplicated)\n",
-			 missing, dup);
+			 "every cookie has exactly one deferred record of the same pid/tid (%zu missing, %zu duplicated, %zu in the final stop)\n",
+			 missing, dup, stopping);
 	ksft_test_result(!orphan && log.nr_deferred,
 			 "every deferred record (%zu) has a sample (%zu orphans)\n",
 			 log.nr_deferred, orphan);
@@ -193,9 +254,9 @@ int main(int argc, char **argv)
 			 "deferred records are MISC_USER, non-empty, user addresses only (%zu bad)\n",
 			 bad_rec);
 	ksft_test_result(leaf * 2 >= log.nr_samples && exact == leaf && leaf,
-			 "merged stack of all %zu leaf samples is %s <- %s <- %s <- %s <- %s <- run_child <- main (%zu exact)\n",
+			 "merged stack of all %zu leaf samples is %s <- %s <- %s <- %s <- %s <- run_child <- main, without %s at the leaf's frameless entry/exit (%zu exact, %zu frameless)\n",
 			 leaf, expected[0], expected[1], expected[2], expected[3],
-			 expected[4], exact);
+			 expected[4], expected[1], exact, frameless);
 	ksft_test_result(!log.lost && !log.malformed,
 			 "no record lost (%llu) or malformed (%llu)\n",
 			 (unsigned long long)log.lost,

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What the Rust implementation of unwind_user (kernel/unwind/rust/) needs
+ * from C: the interrupted user context of current, gathered with the same
+ * arch hooks upstream's kernel/unwind/user.c uses, plus the statics that
+ * only C can define (a per-CPU variable, a static SRCU, a mutex).
+ */
+#ifndef _LINUX_UNWIND_USER_RUST_H
+#define _LINUX_UNWIND_USER_RUST_H
+
+#include <linux/types.h>
+#include <linux/percpu-defs.h>
+
+struct srcu_struct;
+struct mutex;
+struct task_struct;
+
+/**
+ * struct unwind_user_regs - where a user stack walk starts
+ * @ip:		instruction pointer (offset in the code segment for compat)
+ * @sp:		stack pointer (offset in the stack segment for compat)
+ * @fp:		frame pointer (offset in the stack segment for compat)
+ * @cs_base:	linear base of the code segment, 0 unless compat with an LDT
+ * @ss_base:	linear base of the stack segment, 0 unless compat with an LDT
+ * @user_limit:	return addresses at or above this are not user addresses
+ * @ws:		word size: 8, or 4 for a compat task
+ * @at_function_entry: the topmost frame is at a function's first instruction
+ */
+struct unwind_user_regs {
+	unsigned long	ip;
+	unsigned long	sp;
+	unsigned long	fp;
+	unsigned long	cs_base;
+	unsigned long	ss_base;
+	unsigned long	user_limit;
+	unsigned int	ws;
+	bool		at_function_entry;
+};
+
+int unwind_user_get_regs(struct unwind_user_regs *regs);
+bool unwind_user_from_user_mode(void);
+void unwind_user_for_each_thread(void (*fn)(struct task_struct *t, void *data),
+				 void *data);
+
+DECLARE_PER_CPU(u32, unwind_ctx_ctr);
+extern struct srcu_struct unwind_srcu;
+extern struct mutex unwind_callback_mutex;
+
+#endif /* _LINUX_UNWIND_USER_RUST_H */

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-CPU variables defined in C.
+//!
+//! C header: [`include/linux/percpu-defs.h`](srctree/include/linux/percpu-defs.h)
+//!
+//! A variable defined with `DEFINE_PER_CPU()` (or allocated with
+//! `alloc_percpu()` and never freed) has one instance per possible CPU.
+//! [`PerCpu`] names such a variable; [`PerCpu::this_cpu`] gives the
+//! instance of the CPU the caller runs on, for as long as interrupts stay
+//! disabled (so the caller cannot migrate to another CPU).  Interrupt and
+//! NMI handlers on the same CPU may still use the same instance, so `T`
+//! must be [`Sync`]: use atomics for values they also change.
+
+use crate::{bindings, interrupt::LocalInterruptDisabled};
+use core::{ffi::c_void, marker::PhantomData};
+
+/// A per-CPU variable with instances of type `T`.
+///
+/// # Invariants
+///
+/// `ptr` is a `__percpu` pointer to a `T` that is valid and initialised on
+/// every possible CPU for the rest of the kernel's life.
+pub struct PerCpu<T: Sync> {
+    ptr: *mut c_void,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: `PerCpu` only hands out shared references to `T: Sync`, each to
+// the instance of the CPU the caller runs on.
+unsafe impl<T: Sync> Sync for PerCpu<T> {}
+// SAFETY: The pointer is a per-CPU offset, meaningful on every CPU.
+unsafe impl<T: Sync> Send for PerCpu<T> {}
+
+impl<T: Sync> PerCpu<T> {
+    /// Name the per-CPU variable at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be the `__percpu` address of a variable of type `T`
+    /// (`&var` of a `DEFINE_PER_CPU(T, var)`, or the result of
+    /// `alloc_percpu(T)`), initialised on every possible CPU and never
+    /// freed.
+    pub const unsafe fn from_raw(ptr: *mut T) -> Self {
+        // INVARIANT: Guaranteed by the caller.
+        Self {
+            ptr: ptr.cast(),
+            _t: PhantomData,
+        }
+    }
+
+    /// The instance of the current CPU.
+    ///
+    /// Interrupts are disabled for at least as long as the reference lives,
+    /// so the current CPU does not change.
+    #[inline]
+    pub fn this_cpu<'a>(&'a self, _irq_off: &'a LocalInterruptDisabled) -> &'a T {
+        // SAFETY: By the type invariant `ptr` is a valid `__percpu` pointer,
+        // so `raw_cpu_ptr()` gives this CPU's initialised instance of `T`,
+        // which lives forever.  The task cannot migrate while interrupts
+        // are disabled, which `_irq_off` guarantees for `'a`; others on the
+        // same CPU only get shared references and `T: Sync`.
+        unsafe { &*bindings::raw_cpu_ptr(self.ptr).cast::<T>() }
+    }
+}

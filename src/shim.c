@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The C side of the Rust unwinder: the statics only C can define, and the
+ * user context of current read with the arch hooks of <asm/unwind_user.h>.
+ * Everything else is in the Rust files next to this one.
+ */
+#include <linux/mutex.h>
+#include <linux/percpu.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/task_stack.h>
+#include <linux/srcu.h>
+#include <linux/unwind_user.h>
+#include <linux/unwind_user_rust.h>
+#include <asm/unwind_user_rust.h>
+
+/* The per-CPU counter of context cookies (see cookie.rs). */
+DEFINE_PER_CPU(u32, unwind_ctx_ctr);
+/* Readers: the task_work calling callbacks.  Writer: cancel. */
+DEFINE_STATIC_SRCU(unwind_srcu);
+/* Guards registering and cancelling callbacks. */
+DEFINE_MUTEX(unwind_callback_mutex);
+
+/**
+ * unwind_user_get_regs - the user context a walk of current starts from
+ * @r: filled in on success
+ *
+ * Return: 0, or -EINVAL if current has no user context to unwind (a kernel
+ * thread, not entered from user mode, VM86, a segment that cannot be
+ * resolved).  May sleep for a compat task with LDT segments.
+ */
+int unwind_user_get_regs(struct unwind_user_regs *r)
+{
+	struct pt_regs *regs = task_pt_regs(current);
+
+	if ((current->flags & PF_KTHREAD) || !user_mode(regs))
+		return -EINVAL;
+	r->ws = unwind_user_word_size(regs);
+	if (!r->ws)
+		return -EINVAL;
+	r->ip = instruction_pointer(regs);
+	r->sp = user_stack_pointer(regs);
+	r->fp = frame_pointer(regs);
+	r->at_function_entry = unwind_user_at_function_start(regs);
+	r->user_limit = unwind_user_limit(regs);
+	return unwind_user_segment_bases(regs, &r->cs_base, &r->ss_base);
+}
+
+/* Whether current entered the kernel from user mode (NMI-safe). */
+bool unwind_user_from_user_mode(void)
+{
+	return user_mode(task_pt_regs(current));
+}
+
+/**
+ * unwind_user_for_each_thread - call @fn on every thread, under RCU
+ * @fn: must not sleep
+ * @data: passed to @fn
+ */
+void unwind_user_for_each_thread(void (*fn)(struct task_struct *t, void *data),
+				 void *data)
+{
+	struct task_struct *g, *t;
+
+	guard(rcu)();
+	for_each_process_thread(g, t)
+		fn(t, data);
+}
