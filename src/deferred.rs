@@ -266,7 +266,7 @@ fn clear_bit_everywhere(bit: u32) {
         }
     }
     // SAFETY: `clear` does not sleep.
-    unsafe { bindings::unwind_user_for_each_thread(Some(clear), bit as usize as *mut c_void) };
+    unsafe { bindings::unwind_user_visit_threads(Some(clear), bit as usize as *mut c_void) };
 }
 
 /// `unwind_task_init()`: a new task's state.

@@ -53,12 +53,11 @@ bool unwind_user_from_user_mode(void)
 }
 
 /**
- * unwind_user_for_each_thread - call @fn on every thread, under RCU
+ * unwind_user_visit_threads - call @fn on every thread, under RCU
  * @fn: must not sleep
  * @data: passed to @fn
  */
-void unwind_user_for_each_thread(void (*fn)(struct task_struct *t, void *data),
-				 void *data)
+void unwind_user_visit_threads(unwind_thread_fn fn, void *data)
 {
 	struct task_struct *g, *t;
 

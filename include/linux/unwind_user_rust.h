@@ -39,8 +39,8 @@ struct unwind_user_regs {
 
 int unwind_user_get_regs(struct unwind_user_regs *regs);
 bool unwind_user_from_user_mode(void);
-void unwind_user_for_each_thread(void (*fn)(struct task_struct *t, void *data),
-				 void *data);
+typedef void (*unwind_thread_fn)(struct task_struct *t, void *data);
+void unwind_user_visit_threads(unwind_thread_fn fn, void *data);
 
 DECLARE_PER_CPU(u32, unwind_ctx_ctr);
 extern struct srcu_struct unwind_srcu;
