@@ -2,35 +2,14 @@
 
 //! The cookie format and the request bitmask, single-threaded.
 
+#[macro_use]
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use unwind_logic::cookie;
 use unwind_logic::mask::{self, MaskWord, Request, PENDING, RESERVED, USED};
 
-struct W(AtomicUsize);
-
-impl MaskWord for W {
-    fn load(&self) -> usize {
-        self.0.load(SeqCst)
-    }
-    fn store(&self, v: usize) {
-        self.0.store(v, SeqCst)
-    }
-    fn fetch_or(&self, b: usize) -> usize {
-        self.0.fetch_or(b, SeqCst)
-    }
-    fn fetch_andnot(&self, b: usize) -> usize {
-        self.0.fetch_and(!b, SeqCst)
-    }
-    fn try_cmpxchg(&self, old: &mut usize, new: usize) -> bool {
-        match self.0.compare_exchange(*old, new, SeqCst, SeqCst) {
-            Ok(_) => true,
-            Err(v) => {
-                *old = v;
-                false
-            }
-        }
-    }
-}
+mask_word!(W, AtomicUsize);
 
 #[test]
 fn cookie_format() {

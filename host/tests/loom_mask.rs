@@ -24,37 +24,16 @@
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release --test loom_mask`.
 #![cfg(loom)]
 
+#[macro_use]
+mod common;
+
 use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use loom::sync::Arc;
 use loom::thread;
 use std::sync::atomic::AtomicUsize as StdAtomic;
 use unwind_logic::mask::{self, MaskWord, Request, PENDING};
 
-struct W(AtomicUsize);
-
-impl MaskWord for W {
-    fn load(&self) -> usize {
-        self.0.load(SeqCst)
-    }
-    fn store(&self, v: usize) {
-        self.0.store(v, SeqCst)
-    }
-    fn fetch_or(&self, b: usize) -> usize {
-        self.0.fetch_or(b, SeqCst)
-    }
-    fn fetch_andnot(&self, b: usize) -> usize {
-        self.0.fetch_and(!b, SeqCst)
-    }
-    fn try_cmpxchg(&self, old: &mut usize, new: usize) -> bool {
-        match self.0.compare_exchange(*old, new, SeqCst, SeqCst) {
-            Ok(_) => true,
-            Err(v) => {
-                *old = v;
-                false
-            }
-        }
-    }
-}
+mask_word!(W, AtomicUsize);
 
 const A: usize = 1 << 2;
 const B: usize = 1 << 3;

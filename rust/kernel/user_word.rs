@@ -27,26 +27,24 @@ pub trait UserWord: private::Sealed + Sized {
     fn get_user(addr: UserPtr) -> Result<Self>;
 }
 
-impl UserWord for u32 {
-    #[inline]
-    fn get_user(addr: UserPtr) -> Result<u32> {
-        let mut v = 0u32;
-        // SAFETY: `get_user()` accepts any user address: it checks it with
-        // `access_ok()` and handles faults; `v` is a valid destination.
-        to_result(unsafe { bindings::get_user_u32(&mut v, addr.as_const_ptr().cast()) })?;
-        Ok(v)
-    }
+macro_rules! impl_user_word {
+    ($t:ty, $get_user:ident) => {
+        impl UserWord for $t {
+            #[inline]
+            fn get_user(addr: UserPtr) -> Result<$t> {
+                let mut v: $t = 0;
+                // SAFETY: `get_user()` accepts any user address: it checks
+                // it with `access_ok()` and handles faults; `v` is a valid
+                // destination.
+                to_result(unsafe { bindings::$get_user(&mut v, addr.as_const_ptr().cast()) })?;
+                Ok(v)
+            }
+        }
+    };
 }
 
-impl UserWord for u64 {
-    #[inline]
-    fn get_user(addr: UserPtr) -> Result<u64> {
-        let mut v = 0u64;
-        // SAFETY: As for `u32`.
-        to_result(unsafe { bindings::get_user_u64(&mut v, addr.as_const_ptr().cast()) })?;
-        Ok(v)
-    }
-}
+impl_user_word!(u32, get_user_u32);
+impl_user_word!(u64, get_user_u64);
 
 /// Read one word of type `T` from user address `addr`.
 ///

@@ -39,17 +39,6 @@ deferred=$(grep -c 'PERF_RECORD_CALLCHAIN_DEFERRED' "$T/dump.txt")
 perf script -i "$T/perf.data" --no-inline --no-merge-callchains \
 	-F comm,tid,ip,sym >"$T/unmerged.txt" 2>/dev/null
 awk '
-function hex(s,  v, i, c) {
-	v = 0
-	s = tolower(s)
-	sub(/^0x/, "", s)
-	for (i = 1; i <= length(s); i++) {
-		c = index("0123456789abcdef", substr(s, i, 1))
-		if (!c) break
-		v = v * 16 + c - 1
-	}
-	return v
-}
 function flush() {
 	if (!blk) return
 	if (hdr ~ /DEFERRED CALLCHAIN/) drec++
