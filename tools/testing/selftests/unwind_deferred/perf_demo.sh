@@ -13,14 +13,19 @@ echo "---- three merged stacks (perf script): kernel part from the sample,"
 echo "---- user part from the PERF_RECORD_CALLCHAIN_DEFERRED with its cookie"
 perf script -i perf.data --no-inline -F comm,tid,time,ip,sym,dso 2>/dev/null |
 	awk 'BEGIN { RS = "" } /workload_leaf/ && n < 3 { print; print ""; n++ }'
-echo "---- the same samples unmerged (perf script --no-merge-callchains)"
+echo "---- unmerged (perf script --no-merge-callchains): a sample, whose user"
+echo "---- part is only its cookie, then the DEFERRED CALLCHAIN record of that cookie"
 perf script -i perf.data --no-inline --no-merge-callchains 2>/dev/null |
-	awk 'BEGIN { RS = "" } /^dc_workload/ && n < 4 { print; print ""; n++ }'
+	awk 'BEGIN { RS = "" }
+	/\(cookie\)/ { prev = $0; match($0, /[0-9a-f]+ \(cookie\)/); c = substr($0, RSTART, RLENGTH - 9); next }
+	/DEFERRED CALLCHAIN/ && /workload_leaf/ && prev != "" && index($0, "cookie: " c "]") && n < 2 {
+		print prev; print ""; print; print ""; n++; prev = ""
+	}'
 echo "---- counts (perf report -D)"
 perf report -D -i perf.data 2>/dev/null >dump.txt
 echo "samples:                         $(grep -c 'PERF_RECORD_SAMPLE' dump.txt)"
 echo "PERF_RECORD_CALLCHAIN_DEFERRED:  $(grep -c 'PERF_RECORD_CALLCHAIN_DEFERRED' dump.txt)"
 echo "PERF_CONTEXT_USER_DEFERRED marks: $(grep -c 'PERF_CONTEXT_USER_DEFERRED' dump.txt)"
 echo "---- perf report --stdio (entries above 20%, with their merged call chains)"
-perf report -i perf.data --stdio --no-children --percent-limit 20 2>/dev/null |
+perf report -i perf.data --stdio --no-inline --no-children --percent-limit 20 2>&1 |
 	grep -v '^#' | grep -v '^$' | head -40
