@@ -66,6 +66,21 @@ if [ ! -f "$O/.config" ] || [ "$(cat "$O/.fragments-sha" 2>/dev/null)" != "$sum"
 	echo "$sum" >"$O/.fragments-sha"
 fi
 
+# Kbuild relinks vmlinux on every run (a minute each); skip the whole
+# build when neither the tree (pristine + overlay, as staged by
+# overlay.sh), nor the .config, nor the toolchain changed since the last
+# successful one.
+stamp=$({
+	git -C "$SRC" diff --cached pristine
+	cat "$O/.config"
+	echo "$clippy $(rustc --version) $(clang$LLVM_SUFFIX --version | head -1)"
+} | sha256sum | awk '{print $1}')
+if [ -f "$O/arch/x86/boot/bzImage" ] && [ "$(cat "$O/.build-stamp" 2>/dev/null)" = "$stamp" ]; then
+	log "kernel-$variant: up to date ($O/arch/x86/boot/bzImage)"
+	exit 0
+fi
+rm -f "$O/.build-stamp"
+
 log "kernel-$variant: building"
 set +e
 kmake bzImage 2>&1 | tee "$O/build.log" | grep -E 'warning:|error:|^make.*Error' >&2
@@ -74,4 +89,5 @@ set -e
 [ "$rc" -eq 0 ] || die "kernel-$variant: build failed (log: $O/build.log)"
 nwarn=$(grep -c 'warning:' "$O/build.log" || true)
 [ "$nwarn" -eq 0 ] || die "kernel-$variant: $nwarn compiler warning(s) (log: $O/build.log)"
+echo "$stamp" >"$O/.build-stamp"
 log "kernel-$variant: $O/arch/x86/boot/bzImage"
