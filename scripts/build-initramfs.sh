@@ -25,7 +25,7 @@ mkdir -p "$ROOT"/{bin,dev,proc,sys,tmp,tests,usr/bin,etc}
 cp /bin/busybox "$ROOT/bin/busybox"
 file "$ROOT/bin/busybox" | grep -q 'statically linked' || die "/bin/busybox is not static (busybox-static)"
 cp "$TOP/scripts/guest/init" "$ROOT/init"
-for f in deferred_task deferred_task_32 dc_workload; do
+for f in deferred_task deferred_task_32 deferred_entry dc_workload; do
 	cp "$BUILD/selftests/$f" "$ROOT/tests/"
 done
 cp "$T"/perf_defer.sh "$T"/perf_demo.sh "$ROOT/tests/"
@@ -34,7 +34,7 @@ size=$(nm -S "$BUILD/selftests/dc_workload" | awk '$4 == "workload_leaf" { print
 [ -n "$size" ] || die "no workload_leaf in dc_workload"
 echo $((16#$size)) >"$ROOT/tests/dc_workload.leaf-size"
 # Test order in the guest.
-printf "%s\n" deferred_task deferred_task_32 perf_defer.sh >"$ROOT/tests/list"
+printf "%s\n" deferred_task deferred_task_32 deferred_entry perf_defer.sh >"$ROOT/tests/list"
 
 # perf + what it links, from this root.
 cp "$BUILD/perf/perf" "$ROOT/usr/bin/perf"

@@ -10,9 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dc_util.h"
@@ -221,6 +225,63 @@ size_t dc_ring_drain(struct dc_ring *r, struct dc_log *log)
 	return n;
 }
 
+pid_t dc_profile_child(void (*fn)(void *arg), void *arg,
+		       struct perf_event_attr *attr, size_t ring_pages,
+		       struct dc_log *log)
+{
+	struct dc_ring ring;
+	int go[2], fd, st, err = 0;
+	pid_t pid;
+	char c;
+
+	if (pipe(go))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(3);
+		fn(arg);
+		asm volatile("" ::: "memory");	/* not a tail call */
+		raise(SIGSTOP);
+		_exit(0);
+	}
+	close(go[0]);
+
+	fd = dc_open(attr, pid, -1, -1, 0);
+	if (fd < 0 || dc_ring_map(&ring, fd, ring_pages, 0) ||
+	    ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) || write(go[1], "g", 1) != 1) {
+		err = -errno;
+		goto out;
+	}
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		pid_t w;
+
+		poll(&p, 1, 20);
+		dc_ring_drain(&ring, log);
+		w = waitpid(pid, &st, WUNTRACED | WNOHANG);
+		if (w == pid && WIFSTOPPED(st))
+			break;
+		if (w == pid) {
+			err = -ECHILD;	/* died instead of stopping */
+			break;
+		}
+	}
+	ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+	dc_ring_drain(&ring, log);
+	dc_ring_unmap(&ring);
+out:
+	if (fd >= 0)
+		close(fd);
+	close(go[1]);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return err ? err : pid;
+}
+
 void dc_log_free(struct dc_log *log)
 {
 	free(log->samples);
@@ -229,6 +290,11 @@ void dc_log_free(struct dc_log *log)
 }
 
 /* ---- symbols ---- */
+
+/* The running binary's own ELF class (32-bit for the compat builds). */
+typedef ElfW(Ehdr) elf_ehdr;
+typedef ElfW(Shdr) elf_shdr;
+typedef ElfW(Sym) elf_sym;
 
 struct sym {
 	uint64_t addr, size;
@@ -247,8 +313,8 @@ static int sym_cmp(const void *a, const void *b)
 
 int dc_syms_load(void)
 {
-	const ElfW(Ehdr) *eh;
-	const ElfW(Shdr) *sh;
+	const elf_ehdr *eh;
+	const elf_shdr *sh;
 	struct stat st;
 	void *map;
 	int fd;
@@ -265,7 +331,7 @@ int dc_syms_load(void)
 		return -ENOEXEC;	/* built -static -no-pie: addresses are final */
 	sh = (const void *)((const char *)map + eh->e_shoff);
 	for (int i = 0; i < eh->e_shnum; i++) {
-		const ElfW(Sym) *s;
+		const elf_sym *s;
 		const char *str;
 		size_t n;
 
@@ -358,6 +424,14 @@ const char *dc_ksym(uint64_t addr)
 	const struct sym *s = lookup(ksyms, nr_ksyms, addr);
 
 	return s ? s->name : "?";
+}
+
+bool dc_kernel_stack_has(const struct dc_sample *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->nr_kernel; i++)
+		if (!strcmp(dc_ksym(s->kernel[i]), name))
+			return true;
+	return false;
 }
 
 long dc_find_deferred(struct dc_log *log, uint32_t pid, uint32_t tid,

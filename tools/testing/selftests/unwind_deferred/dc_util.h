@@ -83,9 +83,22 @@ uint64_t dc_sym_addr(const char *name, uint64_t *size);
 void dc_kallsyms_load(void);
 const char *dc_ksym(uint64_t addr);
 
+/*
+ * Profile a child: fork it, open a per-task event with @attr on it, map
+ * a ring of @ring_pages, enable, let the child run @fn(@arg), and collect
+ * every record into @log until the child has stopped itself (SIGSTOP
+ * after @fn returns); then disable, drain, kill and reap it.  Returns the
+ * child's pid, or -errno.  (Why SIGSTOP: see deferred_task.c.)
+ */
+pid_t dc_profile_child(void (*fn)(void *arg), void *arg,
+		       struct perf_event_attr *attr, size_t ring_pages,
+		       struct dc_log *log);
+
 /* Index of the deferred record for (pid, tid, cookie), or -1. */
 long dc_find_deferred(struct dc_log *log, uint32_t pid, uint32_t tid,
 		      uint64_t cookie, long *count);
+/* Whether the sample's kernel callchain has a frame in function @name. */
+bool dc_kernel_stack_has(const struct dc_sample *s, const char *name);
 /* Print a merged stack: sample's kernel part + deferred user part. */
 void dc_print_merged(const struct dc_sample *s, const struct dc_deferred *d);
 

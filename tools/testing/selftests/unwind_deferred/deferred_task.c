@@ -24,13 +24,9 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../kselftest.h"
@@ -41,7 +37,9 @@
 #define RING_PAGES	256
 #define MIN_SAMPLES	40
 
-static const char *const expected[] = { WORKLOAD_CHAIN, "run_child", "main" };
+static const char *const expected[] = {
+	WORKLOAD_CHAIN, "run_child", "dc_profile_child", "main"
+};
 #define NR_EXPECTED (int)(sizeof(expected) / sizeof(expected[0]))
 
 /*
@@ -53,17 +51,10 @@ static const char *const expected[] = { WORKLOAD_CHAIN, "run_child", "main" };
  * uprobe).  The expected chain there is the full one without workload_c.
  */
 static const char *const expected_frameless[] = {
-	"workload_leaf", "workload_b", "workload_a", "workload", "run_child", "main"
+	"workload_leaf", "workload_b", "workload_a", "workload", "run_child",
+	"dc_profile_child", "main"
 };
 #define NR_FRAMELESS (int)(sizeof(expected_frameless) / sizeof(expected_frameless[0]))
-
-static bool in_kernel_function(const struct dc_sample *s, const char *name)
-{
-	for (uint32_t i = 0; i < s->nr_kernel; i++)
-		if (!strcmp(dc_ksym(s->kernel[i]), name))
-			return true;
-	return false;
-}
 
 static bool leaf_frameless(uint64_t ip, uint64_t start, uint64_t size)
 {
@@ -78,16 +69,10 @@ static bool leaf_frameless(uint64_t ip, uint64_t start, uint64_t size)
 	       (ip == start + size - 1 && code[size - 1] == 0xc3);
 }
 
-__attribute__((noinline)) static void run_child(int go, unsigned int ms)
+__attribute__((noinline)) static void run_child(void *arg)
 {
-	char c;
-
-	if (read(go, &c, 1) != 1)
-		_exit(3);
-	workload(ms);
-	asm volatile("" ::: "memory");
-	raise(SIGSTOP);
-	_exit(0);
+	workload(*(unsigned int *)arg);
+	asm volatile("" ::: "memory");	/* not a tail call */
 }
 
 int main(int argc, char **argv)
@@ -99,8 +84,7 @@ int main(int argc, char **argv)
 	uint64_t last_time = 0, last_cookie = 0;
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
-	struct dc_ring ring;
-	int go[2], fd, st, bad_where = -1;
+	int bad_where = -1;
 	uint64_t leaf_addr, leaf_size;
 	pid_t pid;
 
@@ -113,47 +97,10 @@ int main(int argc, char **argv)
 		ksft_exit_fail_msg("no workload_leaf symbol\n");
 	dc_kallsyms_load();
 
-	if (pipe(go))
-		ksft_exit_fail_perror("pipe");
-	pid = fork();
-	if (pid < 0)
-		ksft_exit_fail_perror("fork");
-	if (pid == 0) {
-		close(go[1]);
-		run_child(go[0], ms);
-	}
-	close(go[0]);
-
 	dc_attr_init(&attr, PERIOD_NS, true);
-	fd = dc_open(&attr, pid, -1, -1, 0);
-	if (fd < 0) {
-		kill(pid, SIGKILL);
-		ksft_exit_fail_msg("perf_event_open(defer_callchain): %s\n",
-				   strerror(errno));
-	}
-	if (dc_ring_map(&ring, fd, RING_PAGES, 0))
-		ksft_exit_fail_perror("mmap");
-	if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0))
-		ksft_exit_fail_perror("enable");
-	if (write(go[1], "g", 1) != 1)
-		ksft_exit_fail_perror("write");
-
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		pid_t w;
-
-		poll(&p, 1, 20);
-		dc_ring_drain(&ring, &log);
-		w = waitpid(pid, &st, WUNTRACED | WNOHANG);
-		if (w == pid && WIFSTOPPED(st))
-			break;
-		if (w == pid)
-			ksft_exit_fail_msg("workload died (status %#x)\n", st);
-	}
-	ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
-	dc_ring_drain(&ring, &log);
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
+	pid = dc_profile_child(run_child, &ms, &attr, RING_PAGES, &log);
+	if (pid < 0)
+		ksft_exit_fail_msg("profiling the workload: %s\n", strerror(-pid));
 
 	for (size_t i = 0; i < log.nr_samples; i++) {
 		if (log.samples[i].time >= last_time) {
@@ -172,7 +119,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		idx = dc_find_deferred(&log, s->pid, s->tid, s->cookie, &n);
-		if (idx < 0 && s->cookie == last_cookie && in_kernel_function(s, "get_signal")) {
+		if (idx < 0 && s->cookie == last_cookie && dc_kernel_stack_has(s, "get_signal")) {
 			stopping++;
 			ksft_print_msg("sample %zu of %zu: last entry, on the way into the stop after its task_work ran: record due at the next return to user space\n",
 				       i + 1, log.nr_samples);
@@ -254,7 +201,7 @@ int main(int argc, char **argv)
 			 "deferred records are MISC_USER, non-empty, user addresses only (%zu bad)\n",
 			 bad_rec);
 	ksft_test_result(leaf * 2 >= log.nr_samples && exact == leaf && leaf,
-			 "merged stack of all %zu leaf samples is %s <- %s <- %s <- %s <- %s <- run_child <- main, without %s at the leaf's frameless entry/exit (%zu exact, %zu frameless)\n",
+			 "merged stack of all %zu leaf samples is %s <- %s <- %s <- %s <- %s <- run_child <- dc_profile_child <- main, without %s at the leaf's frameless entry/exit (%zu exact, %zu frameless)\n",
 			 leaf, expected[0], expected[1], expected[2], expected[3],
 			 expected[4], expected[1], exact, frameless);
 	ksft_test_result(!log.lost && !log.malformed,
@@ -262,8 +209,6 @@ int main(int argc, char **argv)
 			 (unsigned long long)log.lost,
 			 (unsigned long long)log.malformed);
 
-	dc_ring_unmap(&ring);
-	close(fd);
 	dc_log_free(&log);
 	ksft_finished();
 }

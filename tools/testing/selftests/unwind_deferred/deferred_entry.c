@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Deferred callchains per kernel entry, on a per-task cpu-clock event.
+ *
+ * 1. One long kernel entry sampled many times: a child reads 16 MiB from
+ *    /dev/zero eight times (each read one long system call) under a
+ *    10 kHz event.  All samples taken inside one read carry one cookie,
+ *    and each cookie has exactly one PERF_RECORD_CALLCHAIN_DEFERRED: the
+ *    user stack is unwound and written once per kernel entry.
+ * 2. defer_callchain without defer_output on any event: samples still end
+ *    with PERF_CONTEXT_USER_DEFERRED and a cookie, and no deferred record
+ *    is written at all.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "dc_util.h"
+#include "workload.h"
+
+#define NR_READS	8
+#define READ_SIZE	(16 << 20)
+
+struct reads {
+	int fd;
+	char *buf;
+};
+
+/*
+ * The system calls are made here, with inline asm, so the user stack of
+ * every sample inside them starts in this function.
+ */
+__attribute__((noinline)) void entry_leaf(struct reads *r)
+{
+	for (int i = 0; i < NR_READS; i++) {
+		long ret;
+#ifdef __x86_64__
+		asm volatile("syscall"
+			     : "=a"(ret)
+			     : "a"((long)__NR_read), "D"((long)r->fd), "S"(r->buf), "d"((long)READ_SIZE)
+			     : "rcx", "r11", "memory");
+#else
+		asm volatile("int $0x80"
+			     : "=a"(ret)
+			     : "a"((long)__NR_read), "b"((long)r->fd), "c"(r->buf), "d"((long)READ_SIZE)
+			     : "memory");
+#endif
+		if (ret != READ_SIZE)
+			_exit(4);
+	}
+}
+
+static void slow_reads(void *arg)
+{
+	entry_leaf(arg);
+	asm volatile("" ::: "memory");
+}
+
+static void short_workload(void *arg)
+{
+	workload(600);
+	asm volatile("" ::: "memory");
+}
+
+static void one_record_per_entry(void)
+{
+	uint64_t leaf, leaf_size, max_per_cookie = 0;
+	size_t in_reads = 0, cookies = 0, bad = 0;
+	struct perf_event_attr attr;
+	struct dc_log log = { 0 };
+	struct reads r;
+	pid_t pid;
+
+	leaf = dc_sym_addr("entry_leaf", &leaf_size);
+	r.fd = open("/dev/zero", O_RDONLY);
+	r.buf = mmap(NULL, READ_SIZE, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (!leaf || r.fd < 0 || r.buf == MAP_FAILED)
+		ksft_exit_fail_msg("set-up failed\n");
+
+	dc_attr_init(&attr, 100000, true);	/* 10 kHz */
+	pid = dc_profile_child(slow_reads, &r, &attr, 512, &log);
+	if (pid < 0)
+		ksft_exit_fail_msg("profiling: %s\n", strerror(-pid));
+
+	/*
+	 * Samples with ksys_read() on their kernel stack were taken inside a
+	 * read: one of the eight, or the child's read of its start pipe
+	 * (whose user stack starts in libc's read()).  Other kernel-mode
+	 * samples of this task (interrupts taken from user mode, the unwind
+	 * at their exit) belong to other kernel entries.
+	 */
+	for (size_t i = 0; i < log.nr_samples; i++) {
+		struct dc_sample *s = &log.samples[i];
+		uint64_t same = 0;
+		long idx, n;
+		bool first = true, leaf_entry;
+
+		if (!s->ends_deferred || !dc_kernel_stack_has(s, "ksys_read"))
+			continue;
+		in_reads++;
+		idx = dc_find_deferred(&log, s->pid, s->tid, s->cookie, &n);
+		if (n != 1) {
+			if (bad++ < 3) {
+				ksft_print_msg("sample %zu of %zu: cookie %#llx has %ld records\n",
+					       i + 1, log.nr_samples,
+					       (unsigned long long)s->cookie, n);
+				dc_print_merged(s, NULL);
+			}
+			continue;
+		}
+		leaf_entry = log.deferred[idx].ips[0] >= leaf &&
+			     log.deferred[idx].ips[0] < leaf + leaf_size;
+		for (size_t j = 0; j < log.nr_samples; j++) {
+			if (log.samples[j].cookie != s->cookie ||
+			    !dc_kernel_stack_has(&log.samples[j], "ksys_read"))
+				continue;
+			if (j < i)
+				first = false;
+			same++;
+		}
+		if (first)
+			cookies++;
+		if (leaf_entry && same > max_per_cookie)
+			max_per_cookie = same;
+	}
+	ksft_print_msg("long entries: %zu samples, %zu inside the reads, %zu cookies (entries) for them, at most %llu samples per entry, %zu deferred records in all\n",
+		       log.nr_samples, in_reads, cookies,
+		       (unsigned long long)max_per_cookie, log.nr_deferred);
+	ksft_test_result(in_reads && cookies <= NR_READS + 1 && max_per_cookie >= 5 && !bad,
+			 "%zu samples inside %d long reads (+ the start pipe's) carry %zu cookies (<= %d), up to %llu samples per read, exactly one deferred record per cookie (%zu not)\n",
+			 in_reads, NR_READS, cookies, NR_READS + 1,
+			 (unsigned long long)max_per_cookie, bad);
+	dc_log_free(&log);
+	munmap(r.buf, READ_SIZE);
+	close(r.fd);
+}
+
+static void no_defer_output(void)
+{
+	struct perf_event_attr attr;
+	struct dc_log log = { 0 };
+	size_t marked = 0;
+	pid_t pid;
+
+	dc_attr_init(&attr, 250000, false);
+	pid = dc_profile_child(short_workload, NULL, &attr, 256, &log);
+	if (pid < 0)
+		ksft_exit_fail_msg("profiling: %s\n", strerror(-pid));
+	for (size_t i = 0; i < log.nr_samples; i++)
+		marked += log.samples[i].ends_deferred && log.samples[i].cookie;
+	ksft_print_msg("no defer_output: %zu samples, %zu with a cookie, %zu deferred records\n",
+		       log.nr_samples, marked, log.nr_deferred);
+	ksft_test_result(log.nr_samples && marked == log.nr_samples && !log.nr_deferred,
+			 "defer_output on no event: all %zu samples carry a cookie, %zu deferred records written (0 expected)\n",
+			 log.nr_samples, log.nr_deferred);
+	dc_log_free(&log);
+}
+
+int main(void)
+{
+	ksft_print_header();
+	ksft_set_plan(2);
+	dc_kallsyms_load();
+	if (dc_syms_load())
+		ksft_exit_fail_msg("cannot read own symbol table\n");
+	one_record_per_entry();
+	no_defer_output();
+	ksft_finished();
+}
