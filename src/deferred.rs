@@ -70,7 +70,10 @@ struct CallbackLock;
 
 impl CallbackLock {
     fn lock() -> Self {
-        // SAFETY: A static, initialised mutex; unlocked in `drop`.
+        // SAFETY: `unwind_callback_mutex` is a static `DEFINE_MUTEX()`,
+        // valid forever.  Only `init()` and `cancel()` take it, which the C
+        // API restricts to process context, so sleeping here is allowed;
+        // the guard unlocks it in `drop` in this same task.
         unsafe { bindings::mutex_lock(&raw mut bindings::unwind_callback_mutex) };
         CallbackLock
     }
@@ -121,7 +124,9 @@ pub(crate) fn init(work: *mut bindings::unwind_work, func: bindings::unwind_call
 /// success.
 pub(crate) fn request(work: *mut bindings::unwind_work, cookie_out: &mut u64) -> Result<i32> {
     *cookie_out = 0;
-    // SAFETY: Reads current's saved user-mode flag.
+    // SAFETY: `unwind_user_from_user_mode()` has no preconditions: it only
+    // reads current's saved entry registers, which every task has (a
+    // kernel thread's are not user mode), and takes no lock (NMI-safe).
     if task::current_refuses_work() || !unsafe { bindings::unwind_user_from_user_mode() } {
         return Err(EINVAL);
     }
@@ -257,7 +262,9 @@ fn clear_bit_everywhere(bit: u32) {
     /// `t` is a live thread and the caller holds the RCU read lock.
     unsafe extern "C" fn clear(t: *mut bindings::task_struct, data: *mut c_void) {
         let bit = data as usize as u32;
-        // SAFETY: Called under RCU on a live thread.
+        // SAFETY: `unwind_user_visit_threads()` passes only threads from
+        // `for_each_process_thread()` inside its RCU read section, so `t`
+        // stays valid (its `task_struct` is RCU-freed) during this call.
         let info = unsafe { Info::of(t) };
         mask::cancel(&info.mask(), 1 << bit);
         // SAFETY: As above.
