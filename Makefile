@@ -19,6 +19,7 @@ DEMO_VARIANT ?= rust
 
 # The guest programs that `make check` requires (in /tests/list order).
 SELFTESTS := deferred_task deferred_task_32 deferred_entry perf_defer.sh
+export SELFTESTS
 KUNIT_SUITES := example rust_doctests_kernel
 KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred
 # What `make check` must have produced results for (a missing one fails).

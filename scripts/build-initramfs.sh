@@ -5,6 +5,9 @@
 # the selftests under /tests, and the perf tool with its shared libraries
 # and dynamic loader taken from this machine's root (resolved here, so the
 # loader and libc always come from the same glibc).
+# Environment: SELFTESTS (the guest's test list, in order; set by the
+#   Makefile), SELFTEST_SRC (build the selftests from another copy of
+#   tools/testing/selftests/unwind_deferred: it must sit next to a lib.mk).
 . "$(dirname "$0")/lib.sh"
 SRC=$BUILD/linux
 HDR=$BUILD/kernel-c/usr/include
@@ -16,7 +19,8 @@ OUT=$BUILD/initramfs.cpio
 grep -q PERF_RECORD_CALLCHAIN_DEFERRED "$HDR/linux/perf_event.h" ||
 	die "uapi headers in $HDR lack PERF_RECORD_CALLCHAIN_DEFERRED"
 
-T=$SRC/tools/testing/selftests/unwind_deferred
+T=${SELFTEST_SRC:-$SRC/tools/testing/selftests/unwind_deferred}
+[ -n "${SELFTESTS:-}" ] || die "SELFTESTS (the guest test list) is not set"
 mkdir -p "$BUILD/selftests"
 make -s -C "$T" OUTPUT="$BUILD/selftests" KHDR_INCLUDES="-isystem $HDR"
 
@@ -25,16 +29,22 @@ mkdir -p "$ROOT"/{bin,dev,proc,sys,tmp,tests,usr/bin,etc}
 cp /bin/busybox "$ROOT/bin/busybox"
 file "$ROOT/bin/busybox" | grep -q 'statically linked' || die "/bin/busybox is not static (busybox-static)"
 cp "$TOP/scripts/guest/init" "$ROOT/init"
-for f in deferred_task deferred_task_32 deferred_entry dc_workload; do
-	cp "$BUILD/selftests/$f" "$ROOT/tests/"
+# Every program the selftests' Makefile builds, and its scripts.
+progs=$(make -s -C "$T" OUTPUT="$BUILD/selftests" KHDR_INCLUDES="-isystem $HDR" \
+	--eval='print-progs: ; @echo $(TEST_GEN_PROGS) $(TEST_GEN_PROGS_EXTENDED)' print-progs)
+for f in $progs; do
+	cp "$f" "$ROOT/tests/"
 done
-cp "$T"/perf_defer.sh "$T"/perf_demo.sh "$ROOT/tests/"
+cp "$T"/*.sh "$ROOT/tests/"
 # The leaf's size, for perf_defer.sh (no nm in the guest).
 size=$(nm -S "$BUILD/selftests/dc_workload" | awk '$4 == "workload_leaf" { print $2 }')
 [ -n "$size" ] || die "no workload_leaf in dc_workload"
 echo $((16#$size)) >"$ROOT/tests/dc_workload.leaf-size"
 # Test order in the guest.
-printf "%s\n" deferred_task deferred_task_32 deferred_entry perf_defer.sh >"$ROOT/tests/list"
+for t in $SELFTESTS; do
+	[ -x "$ROOT/tests/$t" ] || die "selftest $t was not built"
+done
+printf "%s\n" $SELFTESTS >"$ROOT/tests/list"
 
 # perf + what it links, from this root.
 cp "$BUILD/perf/perf" "$ROOT/usr/bin/perf"

@@ -69,9 +69,9 @@ fi
 # Kbuild relinks vmlinux on every run (a minute each); skip the whole
 # build when neither the tree (pristine + overlay, as staged by
 # overlay.sh), nor the .config, nor the toolchain changed since the last
-# successful one.
+# successful one.  The selftests (tools/) are not part of the kernel.
 stamp=$({
-	git -C "$SRC" diff --cached pristine
+	git -C "$SRC" diff --cached pristine -- . ':!tools'
 	cat "$O/.config"
 	echo "$clippy $(rustc --version) $(clang$LLVM_SUFFIX --version | head -1)"
 } | sha256sum | awk '{print $1}')
