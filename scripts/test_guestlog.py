@@ -73,6 +73,27 @@ class GuestLog(unittest.TestCase):
     def test_timeout(self):
         self.bad(GOOD, '--timed-out')
 
+    def test_xfail(self):
+        bad = GOOD.replace('ok 2 second', 'not ok 2 second').replace(
+            'END t1 rc=0', 'END t1 rc=1')
+        rc, out = run(bad, '--xfail', 't1:2')
+        self.assertEqual(rc, 0, out)
+        self.assertIn('xfail  2 second', out)
+        self.assertIn('3 passed, 0 failed', out)
+        # Another failure in the same section still fails it.
+        rc, out = run(bad.replace('ok 1 first', 'not ok 1 first'),
+                      '--xfail', 't1:2')
+        self.assertNotEqual(rc, 0, out)
+
+    def test_xpass(self):
+        rc, out = run(GOOD, '--xfail', 't1:2')
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn('XPASS', out)
+
+    def test_xfail_section_missing(self):
+        rc, out = run(GOOD, '--xfail', 'nosuch:1')
+        self.assertNotEqual(rc, 0, out)
+
     def test_kernel_reports(self):
         for line in ['WARNING: CPU: 1 PID: 80 at kernel/unwind/deferred.c:10 f+0x1/0x2',
                      'BUG: kernel NULL pointer dereference, address: 0000000000000000',

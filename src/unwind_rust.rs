@@ -4,8 +4,9 @@
 //!
 //! This object provides the C API of `include/linux/unwind_user.h` and
 //! `include/linux/unwind_deferred.h` in place of `kernel/unwind/user.c` and
-//! `kernel/unwind/deferred.c`.  Callers (perf today) do not change, and the
-//! per-task state is upstream's `struct unwind_task_info`, so the C inline
+//! `kernel/unwind/deferred.c`, and perf's deferred-callchain glue in place
+//! of its part of `kernel/events/core.c`.  The per-task state is
+//! upstream's `struct unwind_task_info`, so the C inline
 //! `unwind_reset_info()` on the return-to-user path stays as it is.
 //!
 //! One file per concern:
@@ -17,6 +18,8 @@
 //! - [`cookie`]: the per-entry context cookie;
 //! - [`deferred`]: registering callbacks, requests, the task_work that runs
 //!   them under SRCU, cancel and the exit path;
+//! - [`perf`]: perf's side: deferring a sample's user callchain, and
+//!   writing `PERF_RECORD_CALLCHAIN_DEFERRED`;
 //! - [`ffi`]: the `extern "C"` functions, each with the C caller's duties.
 //!
 //! Deliberate differences from upstream C, all at the edges of the
@@ -28,5 +31,6 @@ mod cache;
 mod cookie;
 mod deferred;
 pub mod ffi;
+mod perf;
 mod task;
 mod walk;

@@ -3,13 +3,16 @@
  * What the Rust implementation of unwind_user (kernel/unwind/rust/) needs
  * from C: the interrupted user context of current, gathered with the same
  * arch hooks upstream's kernel/unwind/user.c uses, plus the statics that
- * only C can define (a per-CPU variable, a static SRCU, a mutex).
+ * only C can define (a per-CPU variable, a static SRCU, a mutex); and the
+ * interface between perf (kernel/events/core.c) and the Rust perf glue
+ * (kernel/unwind/rust/perf.rs).
  */
 #ifndef _LINUX_UNWIND_USER_RUST_H
 #define _LINUX_UNWIND_USER_RUST_H
 
 #include <linux/types.h>
 #include <linux/percpu-defs.h>
+#include <linux/perf_event.h>
 
 struct srcu_struct;
 struct mutex;
@@ -45,5 +48,15 @@ void unwind_user_visit_threads(unwind_thread_fn fn, void *data);
 DECLARE_PER_CPU(u32, unwind_ctx_ctr);
 extern struct srcu_struct unwind_srcu;
 extern struct mutex unwind_callback_mutex;
+
+/* Rust, called by perf: the callchain of a sample, NULL if empty. */
+struct perf_callchain_entry *perf_callchain_rust(struct perf_event *event,
+						 struct pt_regs *regs);
+/* Rust, called by perf_event_init(): register the deferred callback. */
+void perf_callchain_deferred_init(void);
+
+/* C, called by Rust: @output on every event side-band records reach. */
+typedef void (unwind_perf_output_fn)(struct perf_event *event, void *data);
+void perf_callchain_deferred_iterate(unwind_perf_output_fn *output, void *data);
 
 #endif /* _LINUX_UNWIND_USER_RUST_H */

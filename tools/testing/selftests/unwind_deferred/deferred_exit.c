@@ -1,0 +1,634 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Deferred callchains around exit, exec and fork, on per-task events.
+ *
+ * 1. Exit with a deferred unwind pending: a task dumps core (SIGQUIT sent
+ *    to itself).  The dump is one long stretch of kernel work that ends in
+ *    do_exit() without returning to user space, so the unwind requested by
+ *    its samples can only run in the exit path.  Every sample of the dump
+ *    carries one cookie, and its PERF_RECORD_CALLCHAIN_DEFERRED must still
+ *    reach the per-task event, with the user stack of the kill() call.
+ *    Upstream 7.3 loses it: do_exit() detaches the task's perf events
+ *    (perf_event_exit_task()) before it runs the pending unwind
+ *    (unwind_deferred_task_exit()).  This test fails there.
+ * 2. SIGKILL during a long system call: the pending unwind runs when the
+ *    task handles the signal, before it exits; every cookie has its record.
+ * 3. exec: a task execs itself 20 times in a chain.  A sample taken inside
+ *    execve() is deferred like any other; its record is written when the
+ *    task first returns to user space, which after a successful exec is
+ *    in the new program, so the record holds the new image's user stack:
+ *    its entry point _start alone (ELF_PLAT_INIT zeroes the frame pointer).
+ *    This is the documented outcome (upstream's too): nothing dangles.
+ * 4. fork, with an inherited event: a task forks 8 children that make long
+ *    system calls.  Every sample of parent and children has its record with
+ *    its own pid/tid, cookies never cross tasks, and samples of fork()
+ *    itself get the stack of the fork() call.
+ *
+ * Samples taken after a task began exiting carry no cookie (the request is
+ * refused once PF_EXITING is set; perf records the user stack in place);
+ * tests 2-4 count those separately and test 1 is the one about exit.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "dc_util.h"
+
+#define PERIOD_NS	100000		/* 10 kHz */
+#define RING_PAGES	512
+#define READ_SIZE	(16 << 20)
+#define DUMP_SIZE	(48 << 20)
+#define NR_EXECS	20
+#define NR_FORKS	8
+/* Lowest kernel address on x86_64. */
+#define DC_KERNEL_MIN	0xffff800000000000ULL
+
+static inline __attribute__((always_inline))
+long raw_syscall3(long nr, long a, long b, long c)
+{
+	long ret;
+
+	asm volatile("syscall"
+		     : "=a"(ret)
+		     : "a"(nr), "D"(a), "S"(b), "d"(c)
+		     : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* ---- the child programs; each leaf makes its system call itself ---- */
+
+/*
+ * Set up the frame at the function's entry: GCC would otherwise leave a
+ * leaf without a frame, or move the prologue to the only path that calls
+ * out (shrink-wrapping), and the walk would skip the leaf's caller.
+ */
+#define FRAME_AT_ENTRY() asm volatile("" : : "r"(__builtin_frame_address(0)))
+
+__attribute__((noinline)) void exit_leaf(long pid)
+{
+	FRAME_AT_ENTRY();
+	raw_syscall3(__NR_kill, pid, SIGQUIT, 0);
+	asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void dump_child(void *arg)
+{
+	struct rlimit unlimited = { RLIM_INFINITY, RLIM_INFINITY };
+	char *mem;
+
+	(void)arg;
+	if (setrlimit(RLIMIT_CORE, &unlimited) || chdir("/tmp"))
+		_exit(3);
+	/* Touched memory makes the dump long. */
+	mem = mmap(NULL, DUMP_SIZE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		_exit(3);
+	for (size_t i = 0; i < DUMP_SIZE; i += 4096)
+		mem[i] = (char)i | 1;
+	exit_leaf(getpid());
+	_exit(4);	/* not reached: SIGQUIT dumps core */
+}
+
+__attribute__((noinline)) void read_leaf(int fd, char *buf, int n)
+{
+	FRAME_AT_ENTRY();
+	for (int i = 0; i < n; i++)
+		if (raw_syscall3(__NR_read, fd, (long)buf, READ_SIZE) != READ_SIZE)
+			_exit(4);
+	asm volatile("" ::: "memory");
+}
+
+static char *read_buf(void)
+{
+	char *b = mmap(NULL, READ_SIZE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+	return b == MAP_FAILED ? NULL : b;
+}
+
+__attribute__((noinline)) void kill_child(void *arg)
+{
+	int fd = open("/dev/zero", O_RDONLY);
+	char *buf = read_buf();
+
+	(void)arg;
+	if (fd < 0 || !buf)
+		_exit(3);
+	read_leaf(fd, buf, 1 << 20);	/* until killed */
+	_exit(4);
+}
+
+__attribute__((noinline)) void exec_leaf(const char *path, char **argv)
+{
+	FRAME_AT_ENTRY();
+	raw_syscall3(__NR_execve, (long)path, (long)argv, (long)environ);
+	_exit(5);
+}
+
+static void exec_next(int left)
+{
+	char n[16];
+	char *argv[] = { "deferred_exit", "--exec-chain", n, NULL };
+
+	if (left <= 0) {
+		raise(SIGSTOP);	/* end of the chain: the harness reaps it */
+		_exit(0);
+	}
+	snprintf(n, sizeof(n), "%d", left - 1);
+	exec_leaf("/proc/self/exe", argv);
+}
+
+__attribute__((noinline)) void exec_child(void *arg)
+{
+	(void)arg;
+	exec_next(NR_EXECS);
+}
+
+__attribute__((noinline)) long fork_leaf(void)
+{
+	long ret;
+
+	FRAME_AT_ENTRY();
+	asm volatile("syscall"
+		     : "=a"(ret)
+		     : "a"((long)__NR_fork)
+		     : "rcx", "r11", "memory");
+	return ret;
+}
+
+__attribute__((noinline)) void fork_parent(void *arg)
+{
+	int fd = open("/dev/zero", O_RDONLY);
+	char *buf = read_buf();
+	char *mem;
+
+	(void)arg;
+	/* Touched memory makes fork() copy more. */
+	mem = mmap(NULL, DUMP_SIZE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (fd < 0 || !buf || mem == MAP_FAILED)
+		_exit(3);
+	for (int i = 0; i < NR_FORKS; i++) {
+		long pid = fork_leaf();
+
+		if (pid == 0) {
+			read_leaf(fd, buf, 2);
+			raise(SIGSTOP);	/* parent reaps it */
+			_exit(0);
+		}
+		if (pid < 0)
+			_exit(3);
+	}
+	for (int i = 0; i < NR_FORKS; i++) {
+		int st;
+		pid_t w = waitpid(-1, &st, WUNTRACED);
+
+		if (w < 0 || !WIFSTOPPED(st))
+			_exit(3);
+		kill(w, SIGKILL);
+		waitpid(w, &st, 0);
+	}
+}
+
+/* ---- the harness ---- */
+
+#define MAX_CPUS	8
+
+static size_t samples_in(struct dc_log *log, const char *fn)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < log->nr_samples; i++)
+		n += dc_kernel_stack_has(&log->samples[i], fn);
+	return n;
+}
+
+/*
+ * Run @fn(@arg) in a child under a per-task event with @attr, collecting
+ * records into @log until the child exits or stops itself; with
+ * @kill_after, SIGKILL it once that many samples inside read() arrived.
+ * A stopped child is killed and reaped after the rings were drained.  An
+ * inherited event cannot be mmap'ed per task, so with @attr->inherit
+ * there is one per CPU (as perf record opens them).  The child waits for
+ * the events spinning on shared memory, not in a system call, so that its
+ * only kernel entries under the event are its work's.  Returns the
+ * child's pid and its wait status in *@status, or -errno.
+ */
+static pid_t profile(void (*fn)(void *), void *arg, struct perf_event_attr *attr,
+		     struct dc_log *log, size_t kill_after, int *status)
+{
+	int ncpus = attr->inherit ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+	struct dc_ring ring[MAX_CPUS];
+	int fd[MAX_CPUS], nfd = 0, err = 0;
+	volatile int *go;
+	bool killed = false;
+	pid_t pid;
+
+	if (ncpus < 1 || ncpus > MAX_CPUS)
+		return -EINVAL;
+	go = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (go == MAP_FAILED)
+		return -errno;
+	*go = 0;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		while (!*go)
+			;
+		fn(arg);
+		asm volatile("" ::: "memory");
+		raise(SIGSTOP);
+		_exit(0);
+	}
+	for (nfd = 0; nfd < ncpus; nfd++) {
+		fd[nfd] = dc_open(attr, pid, attr->inherit ? nfd : -1, -1, 0);
+		if (fd[nfd] < 0 || dc_ring_map(&ring[nfd], fd[nfd], RING_PAGES, nfd)) {
+			err = -errno;
+			if (fd[nfd] >= 0)
+				close(fd[nfd]);
+			break;
+		}
+	}
+	for (int i = 0; i < nfd && !err; i++)
+		if (ioctl(fd[i], PERF_EVENT_IOC_ENABLE, 0))
+			err = -errno;
+	if (err) {
+		kill(pid, SIGKILL);
+		waitpid(pid, status, 0);
+		goto out;
+	}
+	*go = 1;
+	for (;;) {
+		struct pollfd p[MAX_CPUS];
+		pid_t w;
+
+		for (int i = 0; i < nfd; i++)
+			p[i] = (struct pollfd){ .fd = fd[i], .events = POLLIN };
+		poll(p, nfd, 20);
+		for (int i = 0; i < nfd; i++)
+			dc_ring_drain(&ring[i], log);
+		if (kill_after && !killed && samples_in(log, "ksys_read") >= kill_after) {
+			kill(pid, SIGKILL);
+			killed = true;
+		}
+		w = waitpid(pid, status, WUNTRACED | WNOHANG);
+		if (w == pid && WIFSTOPPED(*status)) {
+			for (int i = 0; i < nfd; i++)
+				dc_ring_drain(&ring[i], log);
+			kill(pid, SIGKILL);
+			waitpid(pid, status, 0);
+			break;
+		}
+		if (w == pid)
+			break;
+	}
+out:
+	/* The task is gone: whatever its exit wrote is in the rings now. */
+	for (int i = 0; i < nfd; i++) {
+		dc_ring_drain(&ring[i], log);
+		dc_ring_unmap(&ring[i]);
+		close(fd[i]);
+	}
+	munmap((void *)go, 4096);
+	return err ? err : pid;
+}
+
+static bool in_exit_path(const struct dc_sample *s)
+{
+	return dc_kernel_stack_has(s, "do_exit") ||
+	       dc_kernel_stack_has(s, "do_group_exit");
+}
+
+/* get_signal() may be missing: it calls frameless leaves. */
+static bool in_signal_path(const struct dc_sample *s)
+{
+	return dc_kernel_stack_has(s, "get_signal") ||
+	       dc_kernel_stack_has(s, "arch_do_signal_or_restart");
+}
+
+/* The cookie of @tid's last sample that has one. */
+static uint64_t last_cookie(const struct dc_log *log, uint32_t tid)
+{
+	uint64_t time = 0, cookie = 0;
+
+	for (size_t i = 0; i < log->nr_samples; i++) {
+		const struct dc_sample *s = &log->samples[i];
+
+		if (s->tid == tid && s->cookie && s->time >= time) {
+			time = s->time;
+			cookie = s->cookie;
+		}
+	}
+	return cookie;
+}
+
+/*
+ * The common checks: every sample with a cookie (except those of a task's
+ * last entry, which ends in do_exit(), counted in *exiting) has exactly
+ * one record of its own pid/tid;
+ * samples without a cookie are all in the exit path; no record is orphaned
+ * or duplicated.  Returns the number of violations and prints the first.
+ */
+static size_t check_cookies(struct dc_log *log, size_t *matched, size_t *exiting)
+{
+	size_t bad = 0;
+
+	*matched = *exiting = 0;
+	for (size_t i = 0; i < log->nr_samples; i++) {
+		struct dc_sample *s = &log->samples[i];
+		long idx, n;
+
+		if (!s->cookie) {
+			if (in_exit_path(s)) {
+				(*exiting)++;
+				continue;
+			}
+			if (bad++ < 3) {
+				ksft_print_msg("sample %zu (tid %u) has no cookie, not exiting\n",
+					       i + 1, s->tid);
+				dc_print_merged(s, NULL);
+			}
+			continue;
+		}
+		idx = dc_find_deferred(log, s->pid, s->tid, s->cookie, &n);
+		if (n == 1) {
+			log->deferred[idx].matched++;
+			(*matched)++;
+			continue;
+		}
+		/*
+		 * A task's last entry ends in do_exit(): its unwind may be
+		 * pending at exit, test 1's subject.  That is the entry that
+		 * exits, or the one in which a task stops itself (the kernel
+		 * stack shows the signal code; the harness then kills it).
+		 */
+		if (n == 0 && s->cookie == last_cookie(log, s->tid) &&
+		    (in_exit_path(s) || in_signal_path(s))) {
+			(*exiting)++;
+			continue;
+		}
+		if (bad++ < 3) {
+			ksft_print_msg("sample %zu (tid %u): cookie %#llx has %ld records\n",
+				       i + 1, s->tid, (unsigned long long)s->cookie, n);
+			dc_print_merged(s, NULL);
+		}
+	}
+	for (size_t i = 0; i < log->nr_deferred; i++) {
+		struct dc_deferred *d = &log->deferred[i];
+
+		/* A record whose cookie is also used by another task. */
+		for (size_t j = 0; j < log->nr_samples; j++) {
+			if (log->samples[j].cookie == d->cookie &&
+			    log->samples[j].tid != d->tid) {
+				if (bad++ < 3)
+					ksft_print_msg("cookie %#llx of tid %u also on a sample of tid %u\n",
+						       (unsigned long long)d->cookie,
+						       d->tid, log->samples[j].tid);
+				break;
+			}
+		}
+		if (!d->matched && bad++ < 3)
+			ksft_print_msg("record with cookie %#llx (tid %u) has no sample\n",
+				       (unsigned long long)d->cookie, d->tid);
+		for (uint32_t j = 0; j < d->nr; j++) {
+			if (d->ips[j] >= DC_KERNEL_MIN) {
+				if (bad++ < 3)
+					ksft_print_msg("record with cookie %#llx (tid %u): entry %u of %u is %#llx, a kernel address\n",
+						       (unsigned long long)d->cookie, d->tid, j, d->nr,
+						       (unsigned long long)d->ips[j]);
+				break;
+			}
+		}
+	}
+	if (log->lost && bad++ < 3)
+		ksft_print_msg("%llu records lost\n", (unsigned long long)log->lost);
+	return bad;
+}
+
+static bool has_any(const struct dc_sample *s, const char *const *names)
+{
+	for (; *names; names++)
+		if (dc_kernel_stack_has(s, *names))
+			return true;
+	return false;
+}
+
+static void exit_with_pending_unwind(void)
+{
+	static const char *const want[] = { "exit_leaf", "dump_child" };
+	size_t dump = 0, same = 0, records = 0;
+	struct perf_event_attr attr;
+	struct dc_log log = { 0 };
+	uint64_t cookie = 0;
+	long idx = -1, n = 0;
+	int st = 0, where = -1;
+	bool stack_ok = false;
+	pid_t pid;
+
+	dc_attr_init(&attr, PERIOD_NS, true);
+	pid = profile(dump_child, NULL, &attr, &log, 0, &st);
+	unlink("/tmp/core");
+	if (pid < 0)
+		ksft_exit_fail_msg("profiling the core dump: %s\n", strerror(-pid));
+
+	for (size_t i = 0; i < log.nr_samples; i++) {
+		struct dc_sample *s = &log.samples[i];
+
+		if (!dc_kernel_stack_has(s, "vfs_coredump"))
+			continue;
+		if (!dump++)
+			cookie = s->cookie;
+		same += s->cookie && s->cookie == cookie;
+	}
+	if (cookie)
+		idx = dc_find_deferred(&log, pid, pid, cookie, &n);
+	if (idx >= 0) {
+		struct dc_deferred *d = &log.deferred[idx];
+
+		stack_ok = dc_stack_starts_with(d->ips, d->nr, want, 2, &where);
+		for (size_t i = 0; i < log.nr_samples; i++) {
+			if (log.samples[i].cookie == cookie) {
+				dc_print_merged(&log.samples[i], d);
+				break;
+			}
+		}
+	}
+	for (size_t i = 0; i < log.nr_deferred; i++)
+		records += log.deferred[i].pid == (uint32_t)pid;
+	ksft_print_msg("core dump: %zu samples, %zu in vfs_coredump with cookie %#llx (%zu carry it), %zu deferred records of the task, %ld for that cookie, lost %llu\n",
+		       log.nr_samples, dump, (unsigned long long)cookie, same,
+		       records, n, (unsigned long long)log.lost);
+	ksft_test_result(WIFSIGNALED(st) && WTERMSIG(st) == SIGQUIT && WCOREDUMP(st) &&
+			 dump >= 3 && same == dump,
+			 "exit: the task dumped core (status %#x); %zu samples in vfs_coredump (>= 3), all with one cookie\n",
+			 st, dump);
+	ksft_test_result(n == 1 && stack_ok,
+			 "exit: the dumping task's deferred unwind, pending at exit, still writes its record to the per-task event (%ld records for the cookie), user stack exit_leaf <- dump_child%s\n",
+			 n, idx >= 0 && !stack_ok ? " (wrong stack)" : "");
+	dc_log_free(&log);
+}
+
+static void killed_in_syscall(void)
+{
+	static const char *const want[] = { "read_leaf", "kill_child" };
+	size_t matched, exiting, bad, in_read = 0, stack_bad = 0;
+	struct perf_event_attr attr;
+	struct dc_log log = { 0 };
+	int st = 0, where;
+	pid_t pid;
+
+	dc_attr_init(&attr, PERIOD_NS, true);
+	pid = profile(kill_child, NULL, &attr, &log, 20, &st);
+	if (pid < 0)
+		ksft_exit_fail_msg("profiling the killed task: %s\n", strerror(-pid));
+	bad = check_cookies(&log, &matched, &exiting);
+	for (size_t i = 0; i < log.nr_samples; i++) {
+		struct dc_sample *s = &log.samples[i];
+		long idx, n;
+
+		if (!s->cookie || !dc_kernel_stack_has(s, "ksys_read"))
+			continue;
+		in_read++;
+		idx = dc_find_deferred(&log, s->pid, s->tid, s->cookie, &n);
+		if (idx >= 0 && !dc_stack_starts_with(log.deferred[idx].ips,
+						       log.deferred[idx].nr, want, 2, &where) &&
+		    !stack_bad++)
+			dc_print_merged(s, &log.deferred[idx]);
+	}
+	ksft_print_msg("SIGKILL: %zu samples, %zu in read, %zu matched, %zu in the exit path, %zu deferred records, %zu violations, %zu wrong stacks\n",
+		       log.nr_samples, in_read, matched, exiting, log.nr_deferred,
+		       bad, stack_bad);
+	ksft_test_result(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && in_read >= 10 &&
+			 !bad && !stack_bad,
+			 "SIGKILL in a long read: %zu samples in read, every cookie has one record of its task (%zu matched, %zu exiting without), stacks read_leaf <- kill_child\n",
+			 in_read, matched, exiting);
+	dc_log_free(&log);
+}
+
+static void exec_chain(void)
+{
+	static const char *const execve[] = {
+		"__x64_sys_execve", "do_execveat_common", "bprm_execve",
+		"load_elf_binary", "begin_new_exec", NULL
+	};
+	size_t matched, exiting, bad, in_exec = 0, entry_only = 0;
+	uint64_t start, start_size;
+	struct perf_event_attr attr;
+	struct dc_log log = { 0 };
+	pid_t pid;
+	int st;
+
+	start = dc_sym_addr("_start", &start_size);
+	if (!start)
+		ksft_exit_fail_msg("no _start symbol\n");
+	dc_attr_init(&attr, PERIOD_NS, true);
+	pid = profile(exec_child, NULL, &attr, &log, 0, &st);
+	if (pid < 0)
+		ksft_exit_fail_msg("profiling the exec chain: %s\n", strerror(-pid));
+	bad = check_cookies(&log, &matched, &exiting);
+	for (size_t i = 0; i < log.nr_samples; i++) {
+		struct dc_sample *s = &log.samples[i];
+		struct dc_deferred *d;
+		long idx, n;
+
+		if (!s->cookie || !has_any(s, execve))
+			continue;
+		in_exec++;
+		idx = dc_find_deferred(&log, s->pid, s->tid, s->cookie, &n);
+		if (idx < 0)
+			continue;	/* counted by check_cookies() */
+		d = &log.deferred[idx];
+		if (d->nr == 1 && d->ips[0] == start) {
+			entry_only++;
+		} else if (in_exec - entry_only <= 3) {
+			ksft_print_msg("sample in execve with another user stack:\n");
+			dc_print_merged(s, d);
+		}
+	}
+	ksft_print_msg("exec: %zu samples, %zu in execve, %zu of them reported with the new image's entry point only, %zu matched, %zu in the exit path, %zu deferred records, %zu violations\n",
+		       log.nr_samples, in_exec, entry_only, matched, exiting,
+		       log.nr_deferred, bad);
+	ksft_test_result(in_exec >= 3 && entry_only == in_exec && !bad,
+			 "exec: %zu samples inside %d execve() calls each get one record at the first return to user space: the new image's _start alone (%zu did)\n",
+			 in_exec, NR_EXECS, entry_only);
+	dc_log_free(&log);
+}
+
+static void fork_children(void)
+{
+	static const char *const fork_stack[] = { "fork_leaf", "fork_parent" };
+	static const char *const in_fork[] = { "kernel_clone", "copy_process", NULL };
+	size_t matched, exiting, bad, forks = 0, fork_ok = 0, child = 0;
+	struct perf_event_attr attr;
+	struct dc_log log = { 0 };
+	uint32_t tids[NR_FORKS + 1];
+	size_t ntids = 0;
+	pid_t pid;
+	int st, where;
+
+	dc_attr_init(&attr, PERIOD_NS, true);
+	attr.inherit = 1;
+	pid = profile(fork_parent, NULL, &attr, &log, 0, &st);
+	if (pid < 0)
+		ksft_exit_fail_msg("profiling fork: %s\n", strerror(-pid));
+	bad = check_cookies(&log, &matched, &exiting);
+	for (size_t i = 0; i < log.nr_samples; i++) {
+		struct dc_sample *s = &log.samples[i];
+		bool seen = false;
+		long idx, n;
+
+		for (size_t j = 0; j < ntids; j++)
+			seen |= tids[j] == s->tid;
+		if (!seen && ntids < NR_FORKS + 1)
+			tids[ntids++] = s->tid;
+		if (s->pid != (uint32_t)pid && s->cookie)
+			child++;
+		if (!s->cookie || s->pid != (uint32_t)pid || !has_any(s, in_fork))
+			continue;
+		forks++;
+		idx = dc_find_deferred(&log, s->pid, s->tid, s->cookie, &n);
+		if (idx >= 0 && dc_stack_starts_with(log.deferred[idx].ips,
+						     log.deferred[idx].nr,
+						     fork_stack, 2, &where))
+			fork_ok++;
+	}
+	ksft_print_msg("fork: %zu samples from %zu tasks, %zu of children with a cookie, %zu in fork() (%zu with stack fork_leaf <- fork_parent), %zu matched, %zu in the exit path, %zu deferred records, %zu violations\n",
+		       log.nr_samples, ntids, child, forks, fork_ok, matched,
+		       exiting, log.nr_deferred, bad);
+	ksft_test_result(ntids >= 2 && child >= NR_FORKS && fork_ok == forks && !bad,
+			 "fork: inherited event over %zu tasks: every cookie has one record of its own task, %zu samples of fork() show fork_leaf <- fork_parent\n",
+			 ntids, forks);
+	dc_log_free(&log);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "--exec-chain"))
+		exec_next(atoi(argv[2]));
+
+	ksft_print_header();
+	ksft_set_plan(5);
+	if (dc_syms_load())
+		ksft_exit_fail_msg("cannot read own symbol table\n");
+	dc_kallsyms_load();
+	exit_with_pending_unwind();
+	killed_in_syscall();
+	exec_chain();
+	fork_children();
+	ksft_finished();
+}
