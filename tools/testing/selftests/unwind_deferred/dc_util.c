@@ -486,3 +486,159 @@ bool dc_stack_starts_with(const uint64_t *ips, uint32_t nr,
 	}
 	return true;
 }
+
+/* ---- several rings, several tasks ---- */
+
+int dc_ring_open(struct dc_ring *r, struct perf_event_attr *attr, pid_t pid,
+		 int cpu, size_t data_pages, int id)
+{
+	int fd = dc_open(attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	if (fd < 0)
+		return -errno;
+	err = dc_ring_map(r, fd, data_pages, id);
+	if (err) {
+		close(fd);
+		r->fd = -1;
+	}
+	return err;
+}
+
+int dc_rings_ioctl(struct dc_ring *r, int nr, unsigned long request)
+{
+	for (int i = 0; i < nr; i++)
+		if (ioctl(r[i].fd, request, 0))
+			return -errno;
+	return 0;
+}
+
+size_t dc_rings_poll_drain(struct dc_ring *r, int nr, struct dc_log *log,
+			   int timeout_ms)
+{
+	struct pollfd p[nr];
+	size_t n = 0;
+
+	for (int i = 0; i < nr; i++) {
+		p[i].fd = r[i].fd;
+		p[i].events = POLLIN;
+	}
+	if (timeout_ms)
+		poll(p, nr, timeout_ms);
+	for (int i = 0; i < nr; i++)
+		n += dc_ring_drain(&r[i], log);
+	return n;
+}
+
+void dc_rings_close(struct dc_ring *r, int nr)
+{
+	for (int i = 0; i < nr; i++) {
+		dc_ring_unmap(&r[i]);
+		if (r[i].fd >= 0)
+			close(r[i].fd);
+		r[i].fd = -1;
+	}
+}
+
+int dc_online_cpus(int *cpus, int max)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/online", "r");
+	int n = 0, lo, hi;
+	char sep;
+
+	if (!f)
+		return -errno;
+	/* "0-1,4,6-7\n" */
+	while (fscanf(f, "%d", &lo) == 1) {
+		hi = lo;
+		sep = fgetc(f);
+		if (sep == '-') {
+			if (fscanf(f, "%d", &hi) != 1)
+				break;
+			sep = fgetc(f);
+		}
+		for (int c = lo; c <= hi && n < max; c++)
+			cpus[n++] = c;
+		if (sep != ',')
+			break;
+	}
+	fclose(f);
+	return n;
+}
+
+#define DC_PF_KTHREAD	0x00200000	/* include/linux/sched.h */
+
+int dc_is_kthread(uint32_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long flags;
+	ssize_t len;
+	int fd;
+
+	if (!pid)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return -1;
+	buf[len] = 0;
+	/* pid (comm) state ppid pgrp session tty_nr tpgid flags */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+		return -1;
+	return !!(flags & DC_PF_KTHREAD);
+}
+
+bool dc_in_final_stop(const struct dc_log *log, const struct dc_sample *s)
+{
+	uint64_t last_time = 0, last_cookie = 0;
+
+	for (size_t i = 0; i < log->nr_samples; i++) {
+		const struct dc_sample *t = &log->samples[i];
+
+		if (t->pid == s->pid && t->tid == s->tid && t->time >= last_time) {
+			last_time = t->time;
+			last_cookie = t->cookie;
+		}
+	}
+	return s->cookie == last_cookie && dc_kernel_stack_has(s, "get_signal");
+}
+
+/* See deferred_task.c: push %rbp; mov %rsp,%rbp ... pop %rbp; ret */
+static bool frameless_at(uint64_t ip, uint64_t start, uint64_t size)
+{
+	const uint8_t *code = (const uint8_t *)(uintptr_t)start;
+	uint64_t prologue;
+
+	if (code[0] != 0x55)
+		return false;
+	prologue = code[1] == 0x48 ? 4 : 3;
+	return ip - start < prologue ||
+	       (ip == start + size - 1 && code[size - 1] == 0xc3);
+}
+
+int dc_check_leaf_stack(const struct dc_deferred *d, const char *leaf,
+			const char *const *chain, int nchain, bool *frameless)
+{
+	const char *skip[nchain > 1 ? nchain - 1 : 1];
+	uint64_t start, size;
+	int where;
+
+	*frameless = false;
+	start = dc_sym_addr(leaf, &size);
+	if (!start || !d->nr || d->ips[0] < start || d->ips[0] >= start + size)
+		return -1;
+	if (!frameless_at(d->ips[0], start, size))
+		return dc_stack_starts_with(d->ips, d->nr, chain, nchain, &where);
+	*frameless = true;
+	skip[0] = chain[0];
+	for (int i = 2; i < nchain; i++)
+		skip[i - 1] = chain[i];
+	return dc_stack_starts_with(d->ips, d->nr, skip, nchain - 1, &where);
+}

@@ -110,4 +110,56 @@ void dc_print_merged(const struct dc_sample *s, const struct dc_deferred *d);
 bool dc_stack_starts_with(const uint64_t *ips, uint32_t nr,
 			  const char *const *want, int nwant, int *where);
 
+/* ---- several rings, several tasks (deferred_threads, _cpu, _sessions) ---- */
+
+/* Open an event with @attr on (@pid, @cpu) and map its ring as ring @id. */
+int dc_ring_open(struct dc_ring *r, struct perf_event_attr *attr, pid_t pid,
+		 int cpu, size_t data_pages, int id);
+/* PERF_EVENT_IOC_ENABLE / _DISABLE on every ring's event. */
+int dc_rings_ioctl(struct dc_ring *r, int nr, unsigned long request);
+/* Wait up to @timeout_ms for data on any of @nr rings, then drain all. */
+size_t dc_rings_poll_drain(struct dc_ring *r, int nr, struct dc_log *log,
+			   int timeout_ms);
+void dc_rings_close(struct dc_ring *r, int nr);
+
+/* The online CPUs (/sys/devices/system/cpu/online), at most @max. */
+int dc_online_cpus(int *cpus, int max);
+/* Is @pid the idle task (0) or a kernel thread (PF_KTHREAD)?  -1: gone. */
+int dc_is_kthread(uint32_t pid);
+
+/*
+ * Is @s, whose cookie has no deferred record, a sample of its thread's
+ * last kernel entry taken on the way into a signal stop, after that
+ * entry's task_work ran (get_signal() on its kernel stack, latest cookie
+ * of its tid in @log)?  Its record is due at the next return to user
+ * space.  See deferred_task.c.
+ */
+bool dc_in_final_stop(const struct dc_log *log, const struct dc_sample *s);
+
+/*
+ * Check a deferred record taken in a workload leaf.  If its first frame
+ * is in function @leaf, compare the stack with @chain (@nchain names)
+ * and return 1 (match) or 0 (mismatch); return -1 if the record does not
+ * start in @leaf.  Where the leaf has no frame (before its prologue, at
+ * its final ret), a frame-pointer walk skips the leaf's caller: then the
+ * expected stack is @chain without its second entry, and *frameless is
+ * set.
+ */
+int dc_check_leaf_stack(const struct dc_deferred *d, const char *leaf,
+			const char *const *chain, int nchain, bool *frameless);
+
+/*
+ * GCC omits the frame of a leaf that uses no stack, even with
+ * -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer; then a
+ * frame-pointer walk from it skips its caller.  Using the frame address
+ * makes it set one up (reading a byte of the saved frame pointer).
+ */
+#define DC_KEEP_FRAME() ((void)*(volatile char *)__builtin_frame_address(0))
+
+/* Cookie fields (include/linux/unwind_deferred_types.h): cpu + 1, count. */
+static inline int dc_cookie_cpu(uint64_t cookie)
+{
+	return (int)(uint32_t)cookie - 1;
+}
+
 #endif

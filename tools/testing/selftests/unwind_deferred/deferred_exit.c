@@ -69,17 +69,11 @@ long raw_syscall3(long nr, long a, long b, long c)
 }
 
 /* ---- the child programs; each leaf makes its system call itself ---- */
-
-/*
- * Set up the frame at the function's entry: GCC would otherwise leave a
- * leaf without a frame, or move the prologue to the only path that calls
- * out (shrink-wrapping), and the walk would skip the leaf's caller.
- */
-#define FRAME_AT_ENTRY() asm volatile("" : : "r"(__builtin_frame_address(0)))
+/* Each leaf sets its frame up first: see DC_KEEP_FRAME(). */
 
 __attribute__((noinline)) void exit_leaf(long pid)
 {
-	FRAME_AT_ENTRY();
+	DC_KEEP_FRAME();
 	raw_syscall3(__NR_kill, pid, SIGQUIT, 0);
 	asm volatile("" ::: "memory");
 }
@@ -105,7 +99,7 @@ __attribute__((noinline)) void dump_child(void *arg)
 
 __attribute__((noinline)) void read_leaf(int fd, char *buf, int n)
 {
-	FRAME_AT_ENTRY();
+	DC_KEEP_FRAME();
 	for (int i = 0; i < n; i++)
 		if (raw_syscall3(__NR_read, fd, (long)buf, READ_SIZE) != READ_SIZE)
 			_exit(4);
@@ -134,7 +128,7 @@ __attribute__((noinline)) void kill_child(void *arg)
 
 __attribute__((noinline)) void exec_leaf(const char *path, char **argv)
 {
-	FRAME_AT_ENTRY();
+	DC_KEEP_FRAME();
 	raw_syscall3(__NR_execve, (long)path, (long)argv, (long)environ);
 	_exit(5);
 }
@@ -162,7 +156,7 @@ __attribute__((noinline)) long fork_leaf(void)
 {
 	long ret;
 
-	FRAME_AT_ENTRY();
+	DC_KEEP_FRAME();
 	asm volatile("syscall"
 		     : "=a"(ret)
 		     : "a"((long)__NR_fork)
