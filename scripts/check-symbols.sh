@@ -4,7 +4,8 @@
 # With CONFIG_UNWIND_USER_RUST=y no code or data of the C implementation
 # (kernel/unwind/user.o, deferred.o) may be in vmlinux: every symbol those
 # objects define in the C kernel is either absent from the Rust kernel's
-# vmlinux or defined there by an object of kernel/unwind/rust/.
+# vmlinux or defined there by an object of kernel/unwind/rust/.  Nor may
+# perf's C deferred-callchain glue: the Rust vmlinux has Rust's instead.
 . "$(dirname "$0")/lib.sh"
 C=$BUILD/kernel-c
 R=$BUILD/kernel-rust
@@ -29,6 +30,15 @@ for s in $csyms; do
 	fi
 done
 echo "C kernel/unwind/*.o define $total symbols; the Rust vmlinux has $ours of them, all from kernel/unwind/rust/, and $bad others"
+cvsyms=$($NM "$C/vmlinux" | awk 'NF == 3 { print $3 }' | sort -u)
+for s in perf_unwind_deferred_callback perf_callchain_deferred_output perf_unwind_work; do
+	grep -qxF "$s" <<<"$cvsyms" || { echo "C vmlinux lacks perf's $s" >&2; bad=$((bad + 1)); }
+	! grep -qxF "$s" <<<"$vsyms" || { echo "Rust vmlinux has perf's C $s" >&2; bad=$((bad + 1)); }
+done
+for s in perf_callchain_rust perf_callchain_deferred_init; do
+	grep -qxF "$s" <<<"$rsyms" || { echo "kernel/unwind/rust/ does not define $s" >&2; bad=$((bad + 1)); }
+done
+echo "perf glue: C vmlinux has the 3 C deferred-callchain symbols, the Rust vmlinux none of them and Rust's perf_callchain_rust / perf_callchain_deferred_init instead ($bad problems in all)"
 mkdir -p "$BUILD/results"
 echo "$((bad == 0 ? 1 : 0)) $((bad == 0 ? 0 : 1)) symbols" >"$BUILD/results/symbols.txt"
 [ $bad -eq 0 ]
