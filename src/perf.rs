@@ -31,10 +31,10 @@
 
 use crate::deferred;
 use core::{
-    ffi::{c_ulong, c_void},
-    mem::{size_of, MaybeUninit},
+    ffi::c_void,
+    mem::{size_of, size_of_val, MaybeUninit},
 };
-use kernel::{bindings, task::Task, types::Opaque};
+use kernel::{bindings, ffi::c_ulong, task::Task, types::Opaque};
 
 /// perf's registration with the deferred unwinder.
 struct PerfWork(Opaque<bindings::unwind_work>);
@@ -54,8 +54,10 @@ struct DeferredHeader {
     nr: u64,
 }
 
-// The uapi layout: `struct perf_event_header` then two `__u64`.
-const _: () = assert!(size_of::<DeferredHeader>() == 24);
+// The uapi layout: `struct perf_event_header` then two `__u64`, then the
+// entries as `__u64` (the kernel's `unsigned long` on 64-bit, the only
+// kind this builds for).
+const _: () = assert!(size_of::<DeferredHeader>() == 24 && size_of::<c_ulong>() == 8);
 
 /// One deferred record, as it is written to each event.
 struct Deferred<'a> {
@@ -84,13 +86,15 @@ pub unsafe extern "C" fn perf_callchain_rust(
     // context's life (null for a per-CPU context).
     let ctx_task = unsafe { (*(*event).ctx).task };
 
-    let kernel = attr.exclude_callchain_kernel() == 0;
-    // `is_user_task(current)`, and upstream's later `current->mm` check.
     // SAFETY: `current`'s `mm` and `flags` are only changed by current
     // itself, which is not running anything else while it is sampled.
+    let (mm, flags) = unsafe { ((*cur).mm, (*cur).flags) };
+
+    let kernel = attr.exclude_callchain_kernel() == 0;
+    // `is_user_task(current)`, and upstream's later `current->mm` check.
     let user = attr.exclude_callchain_user() == 0
-        && unsafe { !(*cur).mm.is_null() }
-        && unsafe { (*cur).flags } & (bindings::PF_KTHREAD | bindings::PF_USER_WORKER) == 0;
+        && !mm.is_null()
+        && flags & (bindings::PF_KTHREAD | bindings::PF_USER_WORKER) == 0;
     // Cross-task user callchains are never taken.
     let crosstask = !ctx_task.is_null() && ctx_task != cur;
 
@@ -136,7 +140,7 @@ unsafe extern "C" fn deferred_output(event: *mut bindings::perf_event, data: *mu
     if unsafe { (*event).attr.defer_output() } == 0 {
         return;
     }
-    let ips_size = size_of::<c_ulong>() * d.ips.len();
+    let ips_size = size_of_val(d.ips);
     // Cannot fail: the cache holds at most 510 entries.
     let Ok(size) = u16::try_from(size_of::<DeferredHeader>() + ips_size) else {
         return;

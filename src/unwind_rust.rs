@@ -31,6 +31,6 @@ mod cache;
 mod cookie;
 mod deferred;
 pub mod ffi;
-mod perf;
+pub mod perf;
 mod task;
 mod walk;

@@ -10,6 +10,12 @@
  * 2. defer_callchain without defer_output on any event: samples still end
  *    with PERF_CONTEXT_USER_DEFERRED and a cookie, and no deferred record
  *    is written at all.
+ * 3-5. The attr bits that shape a callchain keep upstream's meaning with
+ *    defer_callchain: exclude_callchain_user gives kernel-only callchains
+ *    and no deferred record; exclude_callchain_kernel gives callchains that
+ *    are just PERF_CONTEXT_USER_DEFERRED + cookie, with their records;
+ *    sample_max_stack caps the sample's own callchain, not the deferred
+ *    record (upstream writes the whole cached user stack).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -163,14 +169,92 @@ static void no_defer_output(void)
 	dc_log_free(&log);
 }
 
+static void attr_bits(void)
+{
+	static const char *const want[] = { WORKLOAD_CHAIN };
+	size_t n_user = 0, bad_user = 0, n_kern = 0, bad_kern = 0, matched = 0;
+	size_t n_max = 0, bad_max = 0, long_rec = 0, rec_max = 0;
+	struct perf_event_attr attr;
+	struct dc_log log = { 0 };
+	int where;
+
+	/* exclude_callchain_user: no user part, no cookie, no record. */
+	dc_attr_init(&attr, 250000, true);
+	attr.exclude_callchain_user = 1;
+	if (dc_profile_child(short_workload, NULL, &attr, 256, &log) < 0)
+		ksft_exit_fail_msg("profiling: exclude_callchain_user\n");
+	for (size_t i = 0; i < log.nr_samples; i++) {
+		struct dc_sample *s = &log.samples[i];
+
+		n_user++;
+		bad_user += s->ends_deferred || s->cookie || s->has_user_ctx;
+	}
+	ksft_print_msg("exclude_callchain_user: %zu samples, %zu with a user part, %zu deferred records\n",
+		       n_user, bad_user, log.nr_deferred);
+	ksft_test_result(n_user && !bad_user && !log.nr_deferred,
+			 "exclude_callchain_user: %zu samples without user part or cookie, no deferred record (%zu)\n",
+			 n_user, log.nr_deferred);
+	dc_log_free(&log);
+
+	/* exclude_callchain_kernel: the marker and cookie alone. */
+	dc_attr_init(&attr, 250000, true);
+	attr.exclude_callchain_kernel = 1;
+	if (dc_profile_child(short_workload, NULL, &attr, 256, &log) < 0)
+		ksft_exit_fail_msg("profiling: exclude_callchain_kernel\n");
+	for (size_t i = 0; i < log.nr_samples; i++) {
+		struct dc_sample *s = &log.samples[i];
+		long n;
+
+		n_kern++;
+		if (!s->ends_deferred || !s->cookie || s->nr_kernel || s->has_user_ctx) {
+			bad_kern++;
+			continue;
+		}
+		dc_find_deferred(&log, s->pid, s->tid, s->cookie, &n);
+		matched += n == 1;
+	}
+	ksft_print_msg("exclude_callchain_kernel: %zu samples, %zu not just marker + cookie, %zu with one record, %zu records\n",
+		       n_kern, bad_kern, matched, log.nr_deferred);
+	ksft_test_result(n_kern && !bad_kern && matched + 1 >= n_kern,
+			 "exclude_callchain_kernel: %zu samples are PERF_CONTEXT_USER_DEFERRED + cookie only, %zu have their record (all but the final stop)\n",
+			 n_kern, matched);
+	dc_log_free(&log);
+
+	/* sample_max_stack caps the sample, not the record. */
+	dc_attr_init(&attr, 250000, true);
+	attr.sample_max_stack = 2;
+	if (dc_profile_child(short_workload, NULL, &attr, 256, &log) < 0)
+		ksft_exit_fail_msg("profiling: sample_max_stack\n");
+	for (size_t i = 0; i < log.nr_samples; i++) {
+		n_max++;
+		bad_max += log.samples[i].nr_kernel > 2 || !log.samples[i].ends_deferred;
+	}
+	for (size_t i = 0; i < log.nr_deferred; i++) {
+		struct dc_deferred *d = &log.deferred[i];
+
+		if (d->nr > rec_max)
+			rec_max = d->nr;
+		long_rec += d->nr > 2 && dc_stack_starts_with(d->ips, d->nr, want,
+							      sizeof(want) / sizeof(want[0]),
+							      &where);
+	}
+	ksft_print_msg("sample_max_stack 2: %zu samples, %zu with more than 2 kernel entries, %zu records, %zu of them the whole workload chain, longest %zu entries\n",
+		       n_max, bad_max, log.nr_deferred, long_rec, rec_max);
+	ksft_test_result(n_max && !bad_max && long_rec,
+			 "sample_max_stack 2: samples keep at most 2 kernel entries, deferred records the whole user stack (%zu with the full workload chain, up to %zu entries)\n",
+			 long_rec, rec_max);
+	dc_log_free(&log);
+}
+
 int main(void)
 {
 	ksft_print_header();
-	ksft_set_plan(2);
+	ksft_set_plan(5);
 	dc_kallsyms_load();
 	if (dc_syms_load())
 		ksft_exit_fail_msg("cannot read own symbol table\n");
 	one_record_per_entry();
 	no_defer_output();
+	attr_bits();
 	ksft_finished();
 }
