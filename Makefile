@@ -18,7 +18,7 @@ export BUILD
 DEMO_VARIANT ?= rust
 
 # The guest programs that `make check` requires (in /tests/list order).
-SELFTESTS := deferred_task deferred_task_32 deferred_entry perf_defer.sh
+SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_lost perf_defer.sh
 export SELFTESTS
 KUNIT_SUITES := example rust_doctests_kernel
 KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred

@@ -486,3 +486,16 @@ bool dc_stack_starts_with(const uint64_t *ips, uint32_t nr,
 	}
 	return true;
 }
+
+bool dc_ip_frameless(uint64_t ip, uint64_t start, uint64_t size)
+{
+	const uint8_t *code = (const uint8_t *)(uintptr_t)start;
+	uint64_t prologue;
+
+	/* push %rbp (55), then mov %rsp,%rbp (48 89 e5; 89 e5 on i386) */
+	if (code[0] != 0x55)
+		return false;
+	prologue = code[1] == 0x48 ? 4 : 3;
+	return ip - start < prologue ||
+	       (ip == start + size - 1 && code[size - 1] == 0xc3);
+}

@@ -110,4 +110,11 @@ void dc_print_merged(const struct dc_sample *s, const struct dc_deferred *d);
 bool dc_stack_starts_with(const uint64_t *ips, uint32_t nr,
 			  const char *const *want, int nwant, int *where);
 
+/*
+ * Is @ip, in the function at @start of @size bytes, where that function
+ * has no frame of its own (before push %rbp; mov %rsp,%rbp has run, or at
+ * its final ret)?  A frame-pointer walk from there skips its caller.
+ */
+bool dc_ip_frameless(uint64_t ip, uint64_t start, uint64_t size);
+
 #endif
