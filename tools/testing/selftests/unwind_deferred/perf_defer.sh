@@ -104,11 +104,13 @@ check_mode() {
 			if (ck != "") used[tid " " ck] = 1
 			if (comm == "" || c == comm) {
 				ex = body ~ exit_re
+				nq++
+				qtid[nq] = tid
+				qck[nq] = ck
+				qex[nq] = ex
+				qbody[nq] = body
 				if (ck != "") {
 					marked++
-					st[marked] = tid " " ck
-					sex[marked] = ex
-					sbody[marked] = body
 				} else if (ex) {
 					exiting++
 				} else {
@@ -135,24 +137,37 @@ check_mode() {
 			sub(/\].*/, "", ck)
 		}
 	}
+	# Is sample i in the same kernel entry as a later sample of its
+	# thread in the exit path?  (Samples are in time order; a sample with
+	# another cookie in between means the task returned to user space.)
+	function exit_entry(i,  j) {
+		for (j = i + 1; j <= nq; j++) {
+			if (qtid[j] != qtid[i]) continue
+			if (qck[j] != "" && qck[j] != qck[i]) return 0
+			if (qex[j]) return 1
+		}
+		return 0
+	}
 	END {
 		flush()
-		for (i = 1; i <= marked; i++) {
-			if (st[i] in rec) { matched++; continue }
-			if (sex[i]) { exitnorec++; continue }
+		for (i = 1; i <= nq; i++) {
+			if (qck[i] == "") continue
+			if ((qtid[i] " " qck[i]) in rec) { matched++; continue }
+			if (qex[i]) { exitnorec++; continue }
+			if (exit_entry(i)) { exitnorec++; exitentry++; continue }
 			norec++
-			if (norec <= 3) print "# sample tid/cookie " st[i] " has no DEFERRED CALLCHAIN record:" sbody[i] > "/dev/stderr"
+			if (norec <= 3) print "# sample tid/cookie " qtid[i] " " qck[i] " has no DEFERRED CALLCHAIN record:" qbody[i] > "/dev/stderr"
 		}
 		for (i = 1; i <= drec; i++) {
 			if (recs[i] in used) continue
 			orphan++
 			if (orphan <= 3) print "# DEFERRED CALLCHAIN tid/cookie " recs[i] " has no sample" > "/dev/stderr"
 		}
-		printf "%d %d %d %d %d %d %d %d %d %d\n", samples_all, marked, exiting, other,
-			drec_all, drec, matched, exitnorec, norec, orphan
+		printf "%d %d %d %d %d %d %d %d %d %d %d\n", samples_all, marked, exiting, other,
+			drec_all, drec, matched, exitnorec, exitentry, norec, orphan
 	}' "$D/unmerged.txt" >"$D/counts.txt"
-	read -r samples_all marked exiting other drec_all drec matched exitnorec norec orphan \
-		<"$D/counts.txt"
+	read -r samples_all marked exiting other drec_all drec matched exitnorec exitentry norec \
+		orphan <"$D/counts.txt"
 	echo "# $MODE: perf report -D: $samples samples, $deferred PERF_RECORD_CALLCHAIN_DEFERRED, $lost PERF_RECORD_LOST"
 	echo "# $MODE: perf script --no-merge-callchains: $samples_all samples, $drec_all DEFERRED CALLCHAIN records; ${comm:-all comms}: $marked samples with a cookie, $exiting taken in the exit path without one (task exiting, not deferred), $other other, $drec DEFERRED CALLCHAIN records"
 	# A sample taken after the task started exiting is not deferred (the
@@ -241,9 +256,11 @@ check_mode() {
 	# the same cookie and tid, every record a sample.  Per task, upstream
 	# 7.3 writes no record for a sample taken in the exit path (the task's
 	# events are gone before its pending unwind runs); such samples, with
-	# do_exit/do_group_exit on their kernel stack, are only counted.  Per
-	# CPU (-a) the events outlive the task: no exception.
-	echo "# $MODE: cookies: $marked samples with a cookie, $matched with a DEFERRED CALLCHAIN record of the same cookie and tid, $exitnorec in the exit path without one, $norec others without one; $drec records, $orphan without a sample"
+	# do_exit/do_group_exit on their kernel stack, or in the same kernel
+	# entry as a later one that has (a sample at the very start of the
+	# exit_group system call shows only do_syscall_64), are only counted.
+	# Per CPU (-a) the events outlive the task: no exception.
+	echo "# $MODE: cookies: $marked samples with a cookie, $matched with a DEFERRED CALLCHAIN record of the same cookie and tid, $exitnorec in the exit path without one ($exitentry of them by a later sample of their entry), $norec others without one; $drec records, $orphan without a sample"
 	if [ "$MODE" = all ]; then
 		exit_ok=0
 	else
