@@ -611,11 +611,12 @@ bool dc_in_final_stop(const struct dc_log *log, const struct dc_sample *s)
 }
 
 /* See deferred_task.c: push %rbp; mov %rsp,%rbp ... pop %rbp; ret */
-static bool frameless_at(uint64_t ip, uint64_t start, uint64_t size)
+bool dc_ip_frameless(uint64_t ip, uint64_t start, uint64_t size)
 {
 	const uint8_t *code = (const uint8_t *)(uintptr_t)start;
 	uint64_t prologue;
 
+	/* push %rbp (55), then mov %rsp,%rbp (48 89 e5; 89 e5 on i386) */
 	if (code[0] != 0x55)
 		return false;
 	prologue = code[1] == 0x48 ? 4 : 3;
@@ -634,7 +635,7 @@ int dc_check_leaf_stack(const struct dc_deferred *d, const char *leaf,
 	start = dc_sym_addr(leaf, &size);
 	if (!start || !d->nr || d->ips[0] < start || d->ips[0] >= start + size)
 		return -1;
-	if (!frameless_at(d->ips[0], start, size))
+	if (!dc_ip_frameless(d->ips[0], start, size))
 		return dc_stack_starts_with(d->ips, d->nr, chain, nchain, &where);
 	*frameless = true;
 	skip[0] = chain[0];
@@ -642,3 +643,4 @@ int dc_check_leaf_stack(const struct dc_deferred *d, const char *leaf,
 		skip[i - 1] = chain[i];
 	return dc_stack_starts_with(d->ips, d->nr, skip, nchain - 1, &where);
 }
+

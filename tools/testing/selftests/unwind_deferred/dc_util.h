@@ -162,4 +162,11 @@ static inline int dc_cookie_cpu(uint64_t cookie)
 	return (int)(uint32_t)cookie - 1;
 }
 
+/*
+ * Is @ip, in the function at @start of @size bytes, where that function
+ * has no frame of its own (before push %rbp; mov %rsp,%rbp has run, or at
+ * its final ret)?  A frame-pointer walk from there skips its caller.
+ */
+bool dc_ip_frameless(uint64_t ip, uint64_t start, uint64_t size);
+
 #endif

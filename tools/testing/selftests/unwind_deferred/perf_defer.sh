@@ -1,9 +1,11 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# The real perf tool with deferred user callchains:
-#   perf record --call-graph fp,defer  on dc_workload
-# then checks, from perf's own output, that
+# The real perf tool with deferred user callchains, twice:
+#   task: perf record --call-graph fp,defer -- dc_workload      (per task)
+#   all:  perf record -a --call-graph fp,defer -- dc_workload   (per CPU)
+# then checks, from perf's own output (for "all": the samples of comm
+# dc_workload only), that
 #   1. samples were recorded, every one of them deferred (perf script
 #      --no-merge-callchains shows its cookie) except those taken while
 #      the task was already exiting, and PERF_RECORD_CALLCHAIN_DEFERRED
@@ -11,121 +13,322 @@
 #   2. perf script merges them: every sample whose first user frame is
 #      workload_leaf shows the whole chain
 #      workload_leaf workload_c workload_b workload_a workload main
-#      (without workload_c where the leaf has no frame: see below).
-# Output is TAP.
+#      (without workload_c where the leaf has no frame: see below);
+#   3. merged samples show their kernel part too;
+#   4. perf script --no-merge-callchains shows the separate DEFERRED
+#      CALLCHAIN records, and every sample's cookie has a record with the
+#      same cookie and tid, and every record has a sample;
+#   5. perf report --stdio --no-children attributes workload_leaf, and
+#      every kernel function entered from it, to the full user chain.
+# It also prints the distinct merged user stacks taken inside workload(),
+# one per line, sorted, as "# STACK perf-task: ..." / "# STACK perf-all: ...",
+# for comparing the logs of two kernels.  Output is TAP.
 
 T=${TMPDIR:-/tmp}/perf_defer.$$
 mkdir -p "$T"
-BIN=$(dirname "$0")/dc_workload
+DIR=$(dirname "$0")
+BIN=$DIR/dc_workload
+NR_MODES=2
+TESTS_PER_MODE=5
 n=0 fail=0
 ok() { n=$((n + 1)); echo "ok $n $*"; }
 nok() { n=$((n + 1)); fail=1; echo "not ok $n $*"; }
-
-echo "TAP version 13"
-echo "1..3"
-if ! perf record -q --no-bpf-event -e cpu-clock -F 4000 --call-graph fp,defer \
-	-o "$T/perf.data" -- "$BIN" 1000 >"$T/record.out" 2>&1; then
-	cat "$T/record.out"
-	nok "perf record --call-graph fp,defer failed"
-	echo "not ok 2 # SKIP"; echo "not ok 3 # SKIP"
-	exit 1
-fi
-
-perf report -D -i "$T/perf.data" >"$T/dump.txt" 2>/dev/null
-samples=$(grep -c 'PERF_RECORD_SAMPLE' "$T/dump.txt")
-deferred=$(grep -c 'PERF_RECORD_CALLCHAIN_DEFERRED' "$T/dump.txt")
-# Unmerged view: one block per sample (cookie shown as a "(cookie)" entry)
-# and one "DEFERRED CALLCHAIN [cookie: N]" block per deferred record.
-perf script -i "$T/perf.data" --no-inline --no-merge-callchains \
-	-F comm,tid,ip,sym >"$T/unmerged.txt" 2>/dev/null
-awk '
-function flush() {
-	if (!blk) return
-	if (hdr ~ /DEFERRED CALLCHAIN/) drec++
-	else if (body ~ /\(cookie\)/) marked++
-	else if (body ~ / do_exit| do_group_exit/) exiting++
-	else { other++; if (other <= 3) print "# not deferred:" hdr body > "/dev/stderr" }
-	blk = 0; body = ""
+skip_rest() {	# $1: tests of the mode still to report
+	i=0
+	while [ $i -lt "$1" ]; do
+		n=$((n + 1)); i=$((i + 1))
+		echo "not ok $n # SKIP $MODE: perf record failed"
+	done
 }
-/^[^ \t]/ { flush(); blk = 1; hdr = $0; next }
-/^$/ { flush(); next }
-{ body = body " " $2 }
-END { flush(); printf "%d %d %d %d\n", marked, exiting, other, drec }' \
-	"$T/unmerged.txt" >"$T/counts.txt"
-read -r marked exiting other drec <"$T/counts.txt"
-echo "# perf report -D: $samples samples, $deferred PERF_RECORD_CALLCHAIN_DEFERRED"
-echo "# perf script --no-merge-callchains: $marked samples with a cookie, $exiting taken in do_exit (task exiting, not deferred), $other other, $drec DEFERRED CALLCHAIN records"
-# A sample taken after the task started exiting is not deferred (the
-# request fails with PF_EXITING and perf falls back to in-place user
-# unwinding); every other sample must be.
-if [ "$samples" -gt 20 ] && [ "$deferred" -gt 0 ] && [ "$drec" -eq "$deferred" ] &&
-	[ "$other" -eq 0 ] && [ $((marked + exiting)) -eq "$samples" ]; then
-	ok "perf record: $marked of $samples samples deferred with a cookie ($exiting in do_exit), $deferred PERF_RECORD_CALLCHAIN_DEFERRED"
-else
-	nok "perf record: $samples samples, $marked deferred, $exiting exiting, $other neither; $deferred/$drec deferred records"
-fi
 
-# One stack per block; blocks are separated by blank lines.  Print, per
-# sample, the offset of its first user frame in its function, then the
-# symbols of its user frames (lines not in [kernel.kallsyms]).
-perf script -i "$T/perf.data" --no-inline -F comm,tid,ip,sym,symoff,dso \
-	>"$T/script.txt" 2>"$T/script.err"
-awk '
-function hex(s,  v, i, c) {
-	v = 0
-	s = tolower(s)
-	sub(/^0x/, "", s)
-	for (i = 1; i <= length(s); i++) {
-		c = index("0123456789abcdef", substr(s, i, 1))
-		if (!c) break
-		v = v * 16 + c - 1
-	}
-	return v
-}
-function flush() { if (blk) print off + 0, stack; blk = 0; stack = ""; off = "" }
-/^[^ \t]/ { flush(); blk = 1; next }
-/^$/ { flush(); next }
-/kernel.kallsyms/ { next }
-{
-	n = split($2, a, "+")
-	if (stack == "") off = hex(a[2])
-	stack = stack " " a[1]
-}
-END { flush() }' "$T/script.txt" >"$T/stacks.txt"
 # Where the leaf has no frame (before push %rbp; mov %rsp,%rbp, and at its
 # ret), the frame-pointer walk skips its direct caller, workload_c: the
 # documented limit of frame-pointer unwinding.  The leaf's size (for the
 # ret offset) comes from nm at build time.
-size=$(cat "$(dirname "$0")/dc_workload.leaf-size")
+size=$(cat "$DIR/dc_workload.leaf-size")
 want=" workload_leaf workload_c workload_b workload_a workload main"
 want_fl=" workload_leaf workload_b workload_a workload main"
-awk -v size="$size" -v want="$want" -v want_fl="$want_fl" '
-{
-	off = $1; $1 = ""
-	if ($0 !~ /^ workload_leaf /) next
-	leaf++
-	fl = off < 4 || off == size - 1
-	frameless += fl
-	if (index($0, fl ? want_fl : want) == 1) exact++
-	else if (bad++ < 3) print "# bad (offset " off "):" $0 > "/dev/stderr"
-}
-END { printf "%d %d %d\n", leaf, exact, frameless }' "$T/stacks.txt" >"$T/leaf.txt"
-read -r leaf exact frameless <"$T/leaf.txt"
-total=$(wc -l <"$T/stacks.txt")
-echo "# perf script: $total samples, $leaf with the leaf as first user frame ($frameless at its frameless entry/exit), $exact with the exact chain"
-if [ "$leaf" -gt 0 ] && [ "$exact" -eq "$leaf" ] && [ $((leaf * 2)) -ge "$total" ]; then
-	ok "perf script merged stacks: all $leaf leaf samples are$want (without workload_c in the $frameless frameless ones)"
-else
-	nok "perf script merged stacks: $exact of $leaf leaf samples are$want"
-fi
+# The kernel frames of the exit path: a sample there either has no cookie
+# (PF_EXITING: perf unwinds the user stack in place) or, per task on
+# upstream 7.3, a cookie whose record is never written (the task's events
+# are gone before its pending unwind runs in do_exit).
+exit_re=' (do_exit|do_group_exit|__do_sys_exit_group|__x64_sys_exit_group)( |$)'
 
-# Every merged sample also shows its kernel part (the workload is mostly
-# in getppid/clock_gettime system calls).
-kern=$(grep -c 'kernel.kallsyms' "$T/script.txt")
-if [ "$kern" -gt 0 ]; then
-	ok "perf script shows kernel frames ($kern lines) merged with user frames"
-else
-	nok "perf script shows no kernel frames"
-fi
+echo "TAP version 13"
+echo "1..$((NR_MODES * TESTS_PER_MODE))"
+
+check_mode() {
+	MODE=$1
+	D=$T/$MODE
+	mkdir -p "$D"
+	if [ "$MODE" = all ]; then
+		a=-a comm=dc_workload
+	else
+		a= comm=
+	fi
+	# shellcheck disable=SC2086	# $a: an option or nothing
+	if ! perf record -q --no-bpf-event $a -e cpu-clock -F 4000 \
+		--call-graph fp,defer -o "$D/perf.data" -- "$BIN" 1000 \
+		>"$D/record.out" 2>&1; then
+		cat "$D/record.out"
+		nok "$MODE: perf record $a --call-graph fp,defer failed"
+		skip_rest $((TESTS_PER_MODE - 1))
+		return
+	fi
+
+	perf report -D -i "$D/perf.data" >"$D/dump.txt" 2>/dev/null
+	samples=$(grep -c 'PERF_RECORD_SAMPLE' "$D/dump.txt")
+	deferred=$(grep -c 'PERF_RECORD_CALLCHAIN_DEFERRED' "$D/dump.txt")
+	lost=$(grep -c 'PERF_RECORD_LOST' "$D/dump.txt")
+
+	# Unmerged view: one block per sample (its user part is only its
+	# cookie, a "(cookie)" entry) and one "DEFERRED CALLCHAIN [cookie: N]"
+	# block per deferred record.  Block headers are "comm tid ..." (a
+	# record's may be indented), frames are indented lines.  Records
+	# are matched by tid and cookie whatever their comm (a sample in
+	# execve still has the old one).
+	perf script -i "$D/perf.data" --no-inline --no-merge-callchains \
+		-F comm,tid,ip,sym >"$D/unmerged.txt" 2>/dev/null
+	awk -v comm="$comm" -v exit_re="$exit_re" '
+	function flush(  ex) {
+		if (!blk) return
+		if (isrec) {
+			rec[tid " " ck] = 1
+			drec_all++
+			if (comm == "" || c == comm) {
+				drec++
+				recs[drec] = tid " " ck
+			}
+		} else {
+			samples_all++
+			if (ck != "") used[tid " " ck] = 1
+			if (comm == "" || c == comm) {
+				ex = body ~ exit_re
+				nq++
+				qtid[nq] = tid
+				qck[nq] = ck
+				qex[nq] = ex
+				qbody[nq] = body
+				if (ck != "") {
+					marked++
+				} else if (ex) {
+					exiting++
+				} else {
+					other++
+					if (other <= 3) print "# not deferred: " c " " tid ":" body > "/dev/stderr"
+				}
+			}
+		}
+		blk = 0; isrec = 0; body = ""; ck = ""
+	}
+	/^[ \t]*$/ { flush(); next }
+	/^[ \t]/ && !/DEFERRED CALLCHAIN \[cookie: / {
+		if ($2 == "(cookie)") ck = $1
+		else body = body " " $2
+		next
+	}
+	{
+		flush()
+		blk = 1; c = $1; tid = $2
+		if (index($0, "DEFERRED CALLCHAIN [cookie: ")) {
+			isrec = 1
+			ck = $0
+			sub(/.*\[cookie: /, "", ck)
+			sub(/\].*/, "", ck)
+		}
+	}
+	# Is sample i in the same kernel entry as a later sample of its
+	# thread in the exit path?  (Samples are in time order; a sample with
+	# another cookie in between means the task returned to user space.)
+	function exit_entry(i,  j) {
+		for (j = i + 1; j <= nq; j++) {
+			if (qtid[j] != qtid[i]) continue
+			if (qck[j] != "" && qck[j] != qck[i]) return 0
+			if (qex[j]) return 1
+		}
+		return 0
+	}
+	END {
+		flush()
+		for (i = 1; i <= nq; i++) {
+			if (qck[i] == "") continue
+			if ((qtid[i] " " qck[i]) in rec) { matched++; continue }
+			if (qex[i]) { exitnorec++; continue }
+			if (exit_entry(i)) { exitnorec++; exitentry++; continue }
+			norec++
+			if (norec <= 3) print "# sample tid/cookie " qtid[i] " " qck[i] " has no DEFERRED CALLCHAIN record:" qbody[i] > "/dev/stderr"
+		}
+		for (i = 1; i <= drec; i++) {
+			if (recs[i] in used) continue
+			orphan++
+			if (orphan <= 3) print "# DEFERRED CALLCHAIN tid/cookie " recs[i] " has no sample" > "/dev/stderr"
+		}
+		printf "%d %d %d %d %d %d %d %d %d %d %d\n", samples_all, marked, exiting, other,
+			drec_all, drec, matched, exitnorec, exitentry, norec, orphan
+	}' "$D/unmerged.txt" >"$D/counts.txt"
+	read -r samples_all marked exiting other drec_all drec matched exitnorec exitentry norec \
+		orphan <"$D/counts.txt"
+	echo "# $MODE: perf report -D: $samples samples, $deferred PERF_RECORD_CALLCHAIN_DEFERRED, $lost PERF_RECORD_LOST"
+	echo "# $MODE: perf script --no-merge-callchains: $samples_all samples, $drec_all DEFERRED CALLCHAIN records; ${comm:-all comms}: $marked samples with a cookie, $exiting taken in the exit path without one (task exiting, not deferred), $other other, $drec DEFERRED CALLCHAIN records"
+	# A sample taken after the task started exiting is not deferred (the
+	# request fails with PF_EXITING and perf falls back to in-place user
+	# unwinding); every other sample must be.
+	if [ "$samples" -gt 20 ] && [ "$deferred" -gt 0 ] && [ "$samples_all" -eq "$samples" ] &&
+		[ "$drec_all" -eq "$deferred" ] && [ "$drec" -gt 0 ] && [ "$other" -eq 0 ] &&
+		[ "$marked" -gt 20 ]; then
+		ok "$MODE: perf record: $marked of $((marked + exiting)) samples deferred with a cookie ($exiting in the exit path), $drec PERF_RECORD_CALLCHAIN_DEFERRED (${comm:-all comms})"
+	else
+		nok "$MODE: perf record: $samples samples ($samples_all in perf script), $marked deferred, $exiting exiting, $other neither; $deferred/$drec_all/$drec deferred records"
+	fi
+
+	# Merged view: one stack per block; blocks are separated by blank
+	# lines.  Print, per sample, "comm|offset of its first user frame in
+	# its function|kernel frames|symbols of its user frames".
+	perf script -i "$D/perf.data" --no-inline -F comm,tid,ip,sym,symoff,dso \
+		>"$D/script.txt" 2>"$D/script.err"
+	awk '
+	function hex(s,  v, i, c) {
+		v = 0
+		s = tolower(s)
+		sub(/^0x/, "", s)
+		for (i = 1; i <= length(s); i++) {
+			c = index("0123456789abcdef", substr(s, i, 1))
+			if (!c) break
+			v = v * 16 + c - 1
+		}
+		return v
+	}
+	function flush() {
+		if (blk) print c "|" off + 0 "|" nk + 0 "|" stack
+		blk = 0; stack = ""; off = ""; nk = 0
+	}
+	/^[ \t]*$/ { flush(); next }
+	/^[^ \t]/ { flush(); blk = 1; c = $1; next }
+	/kernel.kallsyms/ { nk++; next }
+	{
+		split($2, a, "+")
+		if (stack == "") off = hex(a[2])
+		stack = stack " " a[1]
+	}
+	END { flush() }' "$D/script.txt" >"$D/stacks.txt"
+	awk -F'|' -v comm="$comm" -v size="$size" -v want="$want" -v want_fl="$want_fl" '
+	comm != "" && $1 != comm { next }
+	{ total++; off = $2; s = $4 }
+	$3 > 0 { kern++ }
+	s !~ /^ workload_leaf / { next }
+	{
+		leaf++
+		fl = off < 4 || off == size - 1
+		frameless += fl
+		if (index(s, fl ? want_fl : want) == 1) {
+			exact++
+			if ($3 > 0) kleaf++
+		} else if (bad++ < 3) print "# bad (offset " off "):" s > "/dev/stderr"
+	}
+	END { printf "%d %d %d %d %d %d\n", total, leaf, exact, frameless, kern, kleaf }' \
+		"$D/stacks.txt" >"$D/leaf.txt"
+	read -r total leaf exact frameless kern kleaf <"$D/leaf.txt"
+	echo "# $MODE: perf script: $total samples${comm:+ of $comm}, $leaf with the leaf as first user frame ($frameless at its frameless entry/exit), $exact with the exact chain"
+	if [ "$leaf" -gt 0 ] && [ "$exact" -eq "$leaf" ] && [ $((leaf * 2)) -ge "$total" ]; then
+		ok "$MODE: perf script merged stacks: all $leaf leaf samples are$want (without workload_c in the $frameless frameless ones)"
+	else
+		nok "$MODE: perf script merged stacks: $exact of $leaf leaf samples are$want"
+	fi
+	# For comparing two kernels: the distinct merged user stacks taken
+	# inside workload() (the rest, start-up and exit, is left to chance).
+	awk -F'|' -v comm="$comm" -v mode="$MODE" '
+	(comm == "" || $1 == comm) && ($4 " ") ~ / workload / { print "# STACK perf-" mode ":" $4 }' \
+		"$D/stacks.txt" | sort -u
+	others=$(awk -F'|' -v comm="$comm" '
+	(comm == "" || $1 == comm) && ($4 " ") !~ / workload / { print $4 }' "$D/stacks.txt" |
+		sort -u | wc -l)
+	echo "# $MODE: $others other distinct user stacks (start-up, exit) not listed"
+
+	# Every merged sample also shows its kernel part (the workload is
+	# mostly in getppid/clock_gettime system calls).
+	if [ "$kern" -gt 0 ] && [ "$kleaf" -gt 0 ]; then
+		ok "$MODE: perf script shows kernel frames merged with user frames ($kern samples, $kleaf of them entered from the leaf with its exact chain)"
+	else
+		nok "$MODE: perf script shows no kernel frames merged with the leaf's chain ($kern samples with kernel frames, $kleaf from the leaf)"
+	fi
+
+	# The cookies in the unmerged view: every sample's has a record of
+	# the same cookie and tid, every record a sample.  Per task, upstream
+	# 7.3 writes no record for a sample taken in the exit path (the task's
+	# events are gone before its pending unwind runs); such samples, with
+	# do_exit/do_group_exit on their kernel stack, or in the same kernel
+	# entry as a later one that has (a sample at the very start of the
+	# exit_group system call shows only do_syscall_64), are only counted.
+	# Per CPU (-a) the events outlive the task: no exception.
+	echo "# $MODE: cookies: $marked samples with a cookie, $matched with a DEFERRED CALLCHAIN record of the same cookie and tid, $exitnorec in the exit path without one ($exitentry of them by a later sample of their entry), $norec others without one; $drec records, $orphan without a sample"
+	if [ "$MODE" = all ]; then
+		exit_ok=0
+	else
+		exit_ok=$exitnorec
+	fi
+	if [ "$lost" -eq 0 ] && [ "$matched" -gt 0 ] && [ "$norec" -eq 0 ] &&
+		[ "$exitnorec" -eq "$exit_ok" ] && [ "$orphan" -eq 0 ] &&
+		[ $((matched + exitnorec)) -eq "$marked" ]; then
+		ok "$MODE: perf script --no-merge-callchains: all $matched sample cookies have their DEFERRED CALLCHAIN record (same tid), all $drec records a sample; $exitnorec exit-path samples without a record"
+	else
+		nok "$MODE: perf script --no-merge-callchains: $norec samples without a record ($exitnorec in the exit path, allowed $exit_ok), $orphan records without a sample, $lost PERF_RECORD_LOST"
+	fi
+
+	# perf report, one folded chain per line under each entry, all of
+	# them (threshold 0): the leaf's entry and every kernel function
+	# entered from it must carry the full user chain (the frameless
+	# variant only if perf script saw such samples).
+	perf report -i "$D/perf.data" --stdio --no-inline --no-children \
+		--sort comm,dso,sym -g folded,0 >"$D/report.txt" 2>"$D/report.err"
+	awk -v comm=dc_workload -v fl_ok="$frameless" '
+	function starts(s, p) { return s == p || index(s, p ";") == 1 }
+	BEGIN {
+		full = "workload_leaf;workload_c;workload_b;workload_a;workload;main"
+		fl = "workload_leaf;workload_b;workload_a;workload;main"
+	}
+	/^#/ { next }
+	/^ +[0-9.]+%/ {
+		e = $1; sub(/%/, "", e)
+		ours = $2 == comm
+		inleaf = ours && $4 == "[.]" && $5 == "workload_leaf"
+		if (inleaf) { entry = e + 0; found++ }
+		next
+	}
+	/^[0-9.]+% / && ours {
+		p = $1; sub(/%/, "", p)
+		chain = substr($0, index($0, " ") + 1)
+		if (inleaf) {
+			n++
+			if (starts(chain, full)) fullpct += p
+			else if (fl_ok && starts(chain, fl)) flpct += p
+			else if (bad++ < 3) print "# report: workload_leaf " p "%: " chain > "/dev/stderr"
+			next
+		}
+		i = index(chain, ";workload_leaf")
+		if (!i) next
+		kchains++
+		kpct += p
+		rest = substr(chain, i + 1)
+		if (!starts(rest, full) && !(fl_ok && starts(rest, fl)) && kbad++ < 3)
+			print "# report: kernel entry " p "%: " chain > "/dev/stderr"
+	}
+	END {
+		d = fullpct + flpct - entry
+		printf "%d %.2f %.2f %.2f %d %d %d %.2f %d %d\n", found, entry, fullpct, flpct, n, bad,
+			kchains, kpct, kbad, (d < 0 ? -d : d) <= 0.01 * (n + 1)
+	}' "$D/report.txt" >"$D/rep.txt"
+	read -r found entry fullpct flpct nchains rbad kchains kpct kbad covered <"$D/rep.txt"
+	echo "# $MODE: perf report: workload_leaf $entry% in $nchains chains: $fullpct% workload_leaf <- workload_c <- workload_b <- workload_a <- workload <- main, $flpct% without workload_c (frameless), $rbad others; $kchains kernel chains entered from the leaf ($kpct%), $kbad not with the full chain"
+	if [ "$found" -eq 1 ] && [ "$rbad" -eq 0 ] && [ "$covered" -eq 1 ] &&
+		[ "$nchains" -gt 0 ] && [ "$kchains" -gt 0 ] && [ "$kbad" -eq 0 ] &&
+		awk -v f="$fullpct" 'BEGIN { exit !(f > 0) }'; then
+		ok "$MODE: perf report --no-children: workload_leaf ($entry%) and the $kchains kernel chains entered from it all attributed to workload_leaf <- workload_c <- workload_b <- workload_a <- workload <- main ($flpct% frameless)"
+	else
+		nok "$MODE: perf report --no-children: workload_leaf entries $found, $rbad bad chains of $nchains (full $fullpct% + frameless $flpct% vs $entry%), $kbad of $kchains kernel chains without the full user chain"
+	fi
+}
+
+check_mode task
+check_mode all
 rm -rf "$T"
 exit $fail

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Deferred callchains when the ring buffer overflows.
+ *
+ * A child runs the workload in NR_THREADS threads under 10 kHz cpu-clock
+ * events, one per CPU (as perf record opens them), inherited by the
+ * threads, so that the samples and deferred records of all threads on a
+ * CPU go to that CPU's ring.  Each ring has a single data page, and the
+ * parent reads them only every DRAIN_MS: between two reads a page fills
+ * within a few milliseconds and the kernel drops whatever does not fit,
+ * then writes a PERF_RECORD_LOST once there is room again.
+ *
+ * Records are dropped one by one, so a sample may arrive without its
+ * PERF_RECORD_CALLCHAIN_DEFERRED and a deferred record without any of its
+ * samples: those are counted and printed, not judged.  What must hold for
+ * everything that did arrive:
+ *   - the ring did overflow: PERF_RECORD_LOST with lost > 0;
+ *   - every sample comes from the child's threads and ends with
+ *     PERF_CONTEXT_USER_DEFERRED and a non-zero cookie;
+ *   - no cookie appears in two deferred records: one record per kernel
+ *     entry, and a cookie is never reused for another entry (of the same
+ *     task, nor of another task: cookies are system-wide);
+ *   - every sample carrying a record's cookie has the record's pid/tid;
+ *   - every deferred record taken in the leaf has the workload's exact
+ *     user chain (without workload_c at the leaf's frameless entry/exit,
+ *     as in deferred_task);
+ *   - records are MISC_USER, non-empty, user addresses only, and nothing
+ *     is malformed.
+ *
+ * The threads do not exit while the event is enabled: when done they wait
+ * in pause() and the main thread stops the whole child with SIGSTOP (see
+ * deferred_task.c), so no entry is lost to the exit path.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "dc_util.h"
+#include "workload.h"
+
+#define PERIOD_NS	100000	/* 10 kHz */
+#define RING_PAGES	1
+#define DRAIN_MS	50
+#define NR_THREADS	3
+#define WORK_MS		1000
+#define TIMEOUT_MS	120000
+#define MIN_SAMPLES	40
+#define MIN_MATCHED	10
+#define MIN_LEAF	5
+#define MAX_CPUS	64
+
+static const char *const expected[] = { WORKLOAD_CHAIN, "lost_worker" };
+#define NR_EXPECTED ((int)ARRAY_SIZE(expected))
+static const char *const expected_frameless[] = {
+	"workload_leaf", "workload_b", "workload_a", "workload", "lost_worker"
+};
+#define NR_FRAMELESS ((int)ARRAY_SIZE(expected_frameless))
+
+static int workers_done;
+
+/* The workers' start routine: the frame after workload in their chain. */
+__attribute__((noinline)) void *lost_worker(void *arg)
+{
+	workload(WORK_MS);
+	asm volatile("" ::: "memory");	/* not a tail call */
+	__atomic_add_fetch(&workers_done, 1, __ATOMIC_RELEASE);
+	for (;;)
+		pause();
+	return arg;
+}
+
+static void run_child(int go)
+{
+	pthread_t t[NR_THREADS];
+	char c;
+
+	if (read(go, &c, 1) != 1)
+		_exit(3);
+	/* Created after the event was opened: they inherit it. */
+	for (int i = 0; i < NR_THREADS; i++)
+		if (pthread_create(&t[i], NULL, lost_worker, NULL))
+			_exit(4);
+	while (__atomic_load_n(&workers_done, __ATOMIC_ACQUIRE) < NR_THREADS)
+		usleep(5000);
+	/* Stops every thread; each runs its task_work on the way. */
+	raise(SIGSTOP);
+	_exit(0);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000ULL + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Like dc_profile_child(), but with one event per CPU (the kernel maps no
+ * ring of an inherited per-task event, perf record's way), each with its
+ * own ring, read only every DRAIN_MS (a sleep, not a poll), so that they
+ * overflow in between.
+ */
+static pid_t profile(struct perf_event_attr *attr, struct dc_log *log,
+		     size_t *drains, int *nr_cpus)
+{
+	struct dc_ring ring[MAX_CPUS];
+	uint64_t start = now_ms();
+	int go[2], ncpu, st, err = 0, n = 0;
+	pid_t pid;
+
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpu < 1 || ncpu > MAX_CPUS)
+		return -ERANGE;
+	if (pipe(go))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		close(go[1]);
+		run_child(go[0]);
+	}
+	close(go[0]);
+
+	for (n = 0; n < ncpu; n++) {
+		int fd = dc_open(attr, pid, n, -1, 0);
+
+		if (fd < 0) {
+			err = -errno;
+			goto out;
+		}
+		if (dc_ring_map(&ring[n], fd, RING_PAGES, n)) {
+			err = -errno;
+			close(fd);
+			goto out;
+		}
+	}
+	for (int i = 0; i < ncpu; i++)
+		if (ioctl(ring[i].fd, PERF_EVENT_IOC_ENABLE, 0))
+			err = -errno;
+	if (err || write(go[1], "g", 1) != 1) {
+		err = err ? err : -errno;
+		goto out;
+	}
+	for (;;) {
+		pid_t w;
+
+		usleep(DRAIN_MS * 1000);
+		for (int i = 0; i < ncpu; i++)
+			dc_ring_drain(&ring[i], log);
+		(*drains)++;
+		w = waitpid(pid, &st, WUNTRACED | WNOHANG);
+		if (w == pid && WIFSTOPPED(st))
+			break;
+		if (w == pid) {
+			err = -ECHILD;	/* died instead of stopping */
+			break;
+		}
+		if (now_ms() - start > TIMEOUT_MS) {
+			err = -ETIMEDOUT;
+			break;
+		}
+	}
+	for (int i = 0; i < ncpu; i++)
+		ioctl(ring[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+	for (int i = 0; i < ncpu; i++)
+		dc_ring_drain(&ring[i], log);
+out:
+	for (int i = 0; i < n; i++) {
+		dc_ring_unmap(&ring[i]);
+		close(ring[i].fd);
+	}
+	close(go[1]);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	*nr_cpus = ncpu;
+	return err ? err : pid;
+}
+
+struct figures {
+	size_t no_cookie, bad_pid, orphan_samples, after_record;
+	size_t matched, orphan_records, dup_task, dup_other, tid_mismatch;
+	size_t leaf, leaf_matched, frameless, exact, bad_chain, bad_rec;
+	size_t tids;
+};
+
+static void check_records(struct dc_log *log, struct figures *f)
+{
+	for (size_t i = 0; i < log->nr_deferred; i++) {
+		struct dc_deferred *a = &log->deferred[i];
+
+		for (size_t j = i + 1; j < log->nr_deferred; j++) {
+			struct dc_deferred *b = &log->deferred[j];
+
+			if (a->cookie != b->cookie)
+				continue;
+			if (a->pid == b->pid && a->tid == b->tid)
+				f->dup_task++;
+			else
+				f->dup_other++;
+			if (f->dup_task + f->dup_other <= 3)
+				ksft_print_msg("cookie %#llx in deferred records %zu (tid %u) and %zu (tid %u)\n",
+					       (unsigned long long)a->cookie,
+					       i + 1, a->tid, j + 1, b->tid);
+		}
+	}
+}
+
+static void check_samples(struct dc_log *log, pid_t pid, struct figures *f)
+{
+	for (size_t i = 0; i < log->nr_samples; i++) {
+		struct dc_sample *s = &log->samples[i];
+		bool found = false;
+
+		if (s->pid != (uint32_t)pid)
+			f->bad_pid++;
+		if (!s->ends_deferred || !s->cookie || s->has_user_ctx) {
+			f->no_cookie++;
+			continue;
+		}
+		/* By cookie alone: its records must all be this task's. */
+		for (size_t j = 0; j < log->nr_deferred; j++) {
+			struct dc_deferred *d = &log->deferred[j];
+
+			if (d->cookie != s->cookie)
+				continue;
+			found = true;
+			d->matched++;
+			if (s->time > d->time && !f->after_record++) {
+				ksft_print_msg("sample %zu taken %llu ns after its record was written:\n",
+					       i + 1, (unsigned long long)(s->time - d->time));
+				dc_print_merged(s, NULL);
+			}
+			if (d->pid == s->pid && d->tid == s->tid)
+				continue;
+			if (f->tid_mismatch++ < 3)
+				ksft_print_msg("sample %zu (pid %u tid %u) has the cookie %#llx of a record of pid %u tid %u\n",
+					       i + 1, s->pid, s->tid,
+					       (unsigned long long)s->cookie,
+					       d->pid, d->tid);
+		}
+		if (!found)
+			f->orphan_samples++;
+	}
+}
+
+static void check_stacks(struct dc_log *log, struct figures *f)
+{
+	uint64_t leaf, leaf_size;
+	uint32_t tids[64];
+	size_t nr_tids = 0;
+
+	leaf = dc_sym_addr("workload_leaf", &leaf_size);
+	for (size_t i = 0; i < log->nr_deferred; i++) {
+		struct dc_deferred *d = &log->deferred[i];
+		bool fl, ok, seen = false;
+		int where;
+
+		if (d->matched)
+			f->matched++;
+		else
+			f->orphan_records++;
+		if (d->misc != PERF_RECORD_MISC_USER || !d->nr)
+			f->bad_rec++;
+		for (uint32_t j = 0; j < d->nr; j++)
+			if (d->ips[j] >= DC_USER_MAX)
+				f->bad_rec++;
+		for (size_t j = 0; j < nr_tids; j++)
+			seen |= tids[j] == d->tid;
+		if (d->matched && !seen && nr_tids < 64)
+			tids[nr_tids++] = d->tid;
+
+		if (!d->nr || d->ips[0] < leaf || d->ips[0] >= leaf + leaf_size)
+			continue;
+		/* Taken in the leaf: the workload's chain, matched or not. */
+		f->leaf++;
+		f->leaf_matched += !!d->matched;
+		fl = dc_ip_frameless(d->ips[0], leaf, leaf_size);
+		f->frameless += fl;
+		ok = fl ? dc_stack_starts_with(d->ips, d->nr, expected_frameless,
+					       NR_FRAMELESS, &where) :
+			  dc_stack_starts_with(d->ips, d->nr, expected,
+					       NR_EXPECTED, &where);
+		if (ok) {
+			f->exact++;
+			continue;
+		}
+		if (f->bad_chain++ < 3) {
+			ksft_print_msg("deferred record %zu (cookie %#llx, %d samples): wrong frame %d\n",
+				       i + 1, (unsigned long long)d->cookie,
+				       d->matched, where);
+			dc_print_merged(&(struct dc_sample){ .pid = d->pid,
+					.tid = d->tid, .cookie = d->cookie }, d);
+		}
+	}
+	f->tids = nr_tids;
+}
+
+int main(void)
+{
+	struct perf_event_attr attr;
+	struct dc_log log = { 0 };
+	struct figures f = { 0 };
+	size_t drains = 0, mismatches;
+	int nr_cpus = 0;
+	pid_t pid;
+
+	ksft_print_header();
+	ksft_set_plan(6);
+	if (dc_syms_load() || !dc_sym_addr("workload_leaf", NULL))
+		ksft_exit_fail_msg("cannot read own symbol table\n");
+	dc_kallsyms_load();
+
+	dc_attr_init(&attr, PERIOD_NS, true);
+	attr.inherit = 1;
+	pid = profile(&attr, &log, &drains, &nr_cpus);
+	if (pid < 0)
+		ksft_exit_fail_msg("profiling the workload: %s\n", strerror(-pid));
+
+	check_records(&log, &f);
+	check_samples(&log, pid, &f);
+	check_stacks(&log, &f);
+	mismatches = f.dup_task + f.dup_other + f.tid_mismatch + f.bad_chain;
+
+	ksft_print_msg("%d threads, %d CPUs, one ring of %d data page per CPU, read every %d ms (%zu reads)\n",
+		       NR_THREADS, nr_cpus, RING_PAGES, DRAIN_MS, drains);
+	ksft_print_msg("samples %zu, deferred records %zu, matched %zu (of %zu threads), orphan samples %zu, orphan records %zu\n",
+		       log.nr_samples, log.nr_deferred, f.matched, f.tids,
+		       f.orphan_samples, f.orphan_records);
+	ksft_print_msg("lost: %llu PERF_RECORD_LOST, %llu records lost in all\n",
+		       (unsigned long long)log.lost_records,
+		       (unsigned long long)log.lost);
+	ksft_print_msg("records in the leaf %zu (%zu with samples, %zu at its frameless entry/exit), exact chains %zu; samples taken after their record was written %zu\n",
+		       f.leaf, f.leaf_matched, f.frameless, f.exact,
+		       f.after_record);
+	ksft_print_msg("mismatches %zu: cookie twice in one task %zu, in two tasks %zu, sample/record tid %zu, wrong chain %zu\n",
+		       mismatches, f.dup_task, f.dup_other, f.tid_mismatch,
+		       f.bad_chain);
+
+	ksft_test_result(log.lost_records && log.lost && log.nr_samples >= MIN_SAMPLES,
+			 "ring overflowed: %llu PERF_RECORD_LOST (%llu lost), %zu samples (>= %d) and %zu deferred records arrived\n",
+			 (unsigned long long)log.lost_records,
+			 (unsigned long long)log.lost, log.nr_samples,
+			 MIN_SAMPLES, log.nr_deferred);
+	ksft_test_result(!f.bad_pid && !f.no_cookie,
+			 "every sample is the child's (%zu not) and ends with PERF_CONTEXT_USER_DEFERRED + non-zero cookie (%zu do not)\n",
+			 f.bad_pid, f.no_cookie);
+	ksft_test_result(!f.dup_task && !f.dup_other,
+			 "no cookie in two deferred records: %zu in one task, %zu in two tasks\n",
+			 f.dup_task, f.dup_other);
+	ksft_test_result(!f.tid_mismatch && f.matched >= MIN_MATCHED && f.tids >= 2,
+			 "every sample with a record's cookie has its pid/tid (%zu not); %zu records matched (>= %d) in %zu threads (>= 2)\n",
+			 f.tid_mismatch, f.matched, MIN_MATCHED, f.tids);
+	ksft_test_result(!f.bad_chain && f.leaf_matched >= MIN_LEAF,
+			 "all %zu deferred records in the leaf (%zu with samples, >= %d) are %s <- %s <- %s <- %s <- %s <- %s (without %s in the %zu frameless)\n",
+			 f.leaf, f.leaf_matched, MIN_LEAF, expected[0],
+			 expected[1], expected[2], expected[3], expected[4],
+			 expected[5], expected[1], f.frameless);
+	ksft_test_result(!f.bad_rec && !log.malformed,
+			 "deferred records are MISC_USER, non-empty, user addresses only (%zu bad); %llu malformed\n",
+			 f.bad_rec, (unsigned long long)log.malformed);
+
+	dc_log_free(&log);
+	ksft_finished();
+}
