@@ -21,7 +21,8 @@
 #   5. perf report --stdio --no-children attributes workload_leaf, and
 #      every kernel function entered from it, to the full user chain.
 # It also prints the distinct merged user stacks taken inside workload(),
-# one per line, sorted, as "# STACK perf-task: ..." / "# STACK perf-all: ...",
+# one per line, sorted, with its sample count, as "# STACK perf-task: N: ..."
+# / "# STACK perf-all: N: ...",
 # for comparing the logs of two kernels.  Output is TAP.
 
 T=${TMPDIR:-/tmp}/perf_defer.$$
@@ -236,9 +237,11 @@ check_mode() {
 	fi
 	# For comparing two kernels: the distinct merged user stacks taken
 	# inside workload() (the rest, start-up and exit, is left to chance).
-	awk -F'|' -v comm="$comm" -v mode="$MODE" '
-	(comm == "" || $1 == comm) && ($4 " ") ~ / workload / { print "# STACK perf-" mode ":" $4 }' \
-		"$D/stacks.txt" | sort -u
+	# "# STACK perf-MODE: COUNT: STACK", COUNT samples with that stack.
+	awk -F'|' -v comm="$comm" '
+	(comm == "" || $1 == comm) && ($4 " ") ~ / workload / { print $4 }' \
+		"$D/stacks.txt" | sort | uniq -c |
+		awk -v mode="$MODE" '{ n = $1; $1 = ""; print "# STACK perf-" mode ": " n ":" $0 }'
 	others=$(awk -F'|' -v comm="$comm" '
 	(comm == "" || $1 == comm) && ($4 " ") !~ / workload / { print $4 }' "$D/stacks.txt" |
 		sort -u | wc -l)
