@@ -61,6 +61,30 @@ struct dc_ring {
 	int id;
 };
 
+/*
+ * A system call made inline, so that the sample's user IP, and the first
+ * frame of its user stack, is the calling function (a libc wrapper would
+ * add a frameless function in between).  int $0x80 leaves %ebp, the frame
+ * pointer, alone on i386.
+ */
+static inline __attribute__((always_inline))
+long dc_syscall3(long nr, long a, long b, long c)
+{
+	long ret;
+#ifdef __x86_64__
+	asm volatile("syscall"
+		     : "=a"(ret)
+		     : "a"(nr), "D"(a), "S"(b), "d"(c)
+		     : "rcx", "r11", "memory");
+#else
+	asm volatile("int $0x80"
+		     : "=a"(ret)
+		     : "a"(nr), "b"(a), "c"(b), "d"(c)
+		     : "memory");
+#endif
+	return ret;
+}
+
 /* attr for a cpu-clock sampling event with deferred user callchains. */
 void dc_attr_init(struct perf_event_attr *attr, uint64_t period_ns,
 		  bool defer_output);

@@ -44,19 +44,9 @@ struct reads {
  */
 __attribute__((noinline)) void entry_leaf(struct reads *r)
 {
+	DC_KEEP_FRAME();
 	for (int i = 0; i < NR_READS; i++) {
-		long ret;
-#ifdef __x86_64__
-		asm volatile("syscall"
-			     : "=a"(ret)
-			     : "a"((long)__NR_read), "D"((long)r->fd), "S"(r->buf), "d"((long)READ_SIZE)
-			     : "rcx", "r11", "memory");
-#else
-		asm volatile("int $0x80"
-			     : "=a"(ret)
-			     : "a"((long)__NR_read), "b"((long)r->fd), "c"(r->buf), "d"((long)READ_SIZE)
-			     : "memory");
-#endif
+		long ret = dc_syscall3(__NR_read, r->fd, (long)r->buf, READ_SIZE);
 		if (ret != READ_SIZE)
 			_exit(4);
 	}

@@ -56,25 +56,13 @@
 /* Lowest kernel address on x86_64. */
 #define DC_KERNEL_MIN	0xffff800000000000ULL
 
-static inline __attribute__((always_inline))
-long raw_syscall3(long nr, long a, long b, long c)
-{
-	long ret;
-
-	asm volatile("syscall"
-		     : "=a"(ret)
-		     : "a"(nr), "D"(a), "S"(b), "d"(c)
-		     : "rcx", "r11", "memory");
-	return ret;
-}
-
 /* ---- the child programs; each leaf makes its system call itself ---- */
 /* Each leaf sets its frame up first: see DC_KEEP_FRAME(). */
 
 __attribute__((noinline)) void exit_leaf(long pid)
 {
 	DC_KEEP_FRAME();
-	raw_syscall3(__NR_kill, pid, SIGQUIT, 0);
+	dc_syscall3(__NR_kill, pid, SIGQUIT, 0);
 	asm volatile("" ::: "memory");
 }
 
@@ -101,7 +89,7 @@ __attribute__((noinline)) void read_leaf(int fd, char *buf, int n)
 {
 	DC_KEEP_FRAME();
 	for (int i = 0; i < n; i++)
-		if (raw_syscall3(__NR_read, fd, (long)buf, READ_SIZE) != READ_SIZE)
+		if (dc_syscall3(__NR_read, fd, (long)buf, READ_SIZE) != READ_SIZE)
 			_exit(4);
 	asm volatile("" ::: "memory");
 }
@@ -129,7 +117,7 @@ __attribute__((noinline)) void kill_child(void *arg)
 __attribute__((noinline)) void exec_leaf(const char *path, char **argv)
 {
 	DC_KEEP_FRAME();
-	raw_syscall3(__NR_execve, (long)path, (long)argv, (long)environ);
+	dc_syscall3(__NR_execve, (long)path, (long)argv, (long)environ);
 	_exit(5);
 }
 
@@ -154,14 +142,8 @@ __attribute__((noinline)) void exec_child(void *arg)
 
 __attribute__((noinline)) long fork_leaf(void)
 {
-	long ret;
-
 	DC_KEEP_FRAME();
-	asm volatile("syscall"
-		     : "=a"(ret)
-		     : "a"((long)__NR_fork)
-		     : "rcx", "r11", "memory");
-	return ret;
+	return dc_syscall3(__NR_fork, 0, 0, 0);
 }
 
 __attribute__((noinline)) void fork_parent(void *arg)

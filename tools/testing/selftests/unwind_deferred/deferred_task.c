@@ -56,19 +56,6 @@ static const char *const expected_frameless[] = {
 };
 #define NR_FRAMELESS (int)(sizeof(expected_frameless) / sizeof(expected_frameless[0]))
 
-static bool leaf_frameless(uint64_t ip, uint64_t start, uint64_t size)
-{
-	const uint8_t *code = (const uint8_t *)(uintptr_t)start;
-	uint64_t prologue;
-
-	/* push %rbp (55), then mov %rsp,%rbp (48 89 e5; 89 e5 on i386) */
-	if (code[0] != 0x55)
-		return false;
-	prologue = code[1] == 0x48 ? 4 : 3;
-	return ip - start < prologue ||
-	       (ip == start + size - 1 && code[size - 1] == 0xc3);
-}
-
 __attribute__((noinline)) static void run_child(void *arg)
 {
 	workload(*(unsigned int *)arg);
@@ -141,7 +128,7 @@ int main(int argc, char **argv)
 		struct dc_deferred *d = &log.deferred[idx];
 
 		if (d->nr && d->ips[0] >= leaf_addr && d->ips[0] < leaf_addr + leaf_size) {
-			bool fl = leaf_frameless(d->ips[0], leaf_addr, leaf_size);
+			bool fl = dc_ip_frameless(d->ips[0], leaf_addr, leaf_size);
 			int where;
 
 			leaf++;

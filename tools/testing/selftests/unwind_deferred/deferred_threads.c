@@ -86,20 +86,7 @@ __attribute__((noinline)) int read_leaf(char *buf)
 
 	DC_KEEP_FRAME();
 	for (int i = 0; i < NR_READS; i++) {
-		long ret;
-#ifdef __x86_64__
-		asm volatile("syscall"
-			     : "=a"(ret)
-			     : "a"((long)__NR_read), "D"((long)zero_fd), "S"(buf),
-			       "d"((long)READ_SIZE)
-			     : "rcx", "r11", "memory");
-#else
-		asm volatile("int $0x80"
-			     : "=a"(ret)
-			     : "a"((long)__NR_read), "b"((long)zero_fd), "c"(buf),
-			       "d"((long)READ_SIZE)
-			     : "memory");
-#endif
+		long ret = dc_syscall3(__NR_read, zero_fd, (long)buf, READ_SIZE);
 		bad += ret != READ_SIZE;
 	}
 	return bad;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <sys/syscall.h>
 
+#include "dc_util.h"
 #include "workload.h"
 
 /* Keep the compiler from turning calls into tail jumps. */
@@ -10,29 +11,11 @@ struct ts {
 	long sec, nsec;	/* the native ABI of __NR_clock_gettime */
 };
 
-static inline __attribute__((always_inline)) long raw_syscall2(long nr, long a, long b)
-{
-	long ret;
-#ifdef __x86_64__
-	asm volatile("syscall"
-		     : "=a"(ret)
-		     : "a"(nr), "D"(a), "S"(b)
-		     : "rcx", "r11", "memory");
-#else
-	/* int $0x80 leaves %ebp, the frame pointer, alone. */
-	asm volatile("int $0x80"
-		     : "=a"(ret)
-		     : "a"(nr), "b"(a), "c"(b)
-		     : "memory");
-#endif
-	return ret;
-}
-
 static inline __attribute__((always_inline)) uint64_t now_ms(void)
 {
 	struct ts t;
 
-	raw_syscall2(__NR_clock_gettime, 1 /* CLOCK_MONOTONIC */, (long)&t);
+	dc_syscall3(__NR_clock_gettime, 1 /* CLOCK_MONOTONIC */, (long)&t, 0);
 	return (uint64_t)t.sec * 1000 + t.nsec / 1000000;
 }
 
@@ -42,7 +25,7 @@ __attribute__((noinline)) uint64_t workload_leaf(unsigned int ms)
 
 	do {
 		for (int i = 0; i < 64; i++) {
-			raw_syscall2(__NR_getppid, 0, 0);
+			dc_syscall3(__NR_getppid, 0, 0, 0);
 			calls++;
 		}
 	} while (now_ms() < end);
