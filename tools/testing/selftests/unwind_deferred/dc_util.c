@@ -607,7 +607,13 @@ bool dc_in_final_stop(const struct dc_log *log, const struct dc_sample *s)
 			last_cookie = t->cookie;
 		}
 	}
-	return s->cookie == last_cookie && dc_kernel_stack_has(s, "get_signal");
+	/*
+	 * get_signal() itself may be missing: a sample in a frameless leaf
+	 * it calls (_raw_spin_lock_irq) skips it, the leaf's caller.
+	 */
+	return s->cookie == last_cookie &&
+	       (dc_kernel_stack_has(s, "get_signal") ||
+		dc_kernel_stack_has(s, "arch_do_signal_or_restart"));
 }
 
 /* See deferred_task.c: push %rbp; mov %rsp,%rbp ... pop %rbp; ret */

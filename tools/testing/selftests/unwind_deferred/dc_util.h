@@ -154,8 +154,8 @@ int dc_is_kthread(uint32_t pid);
 /*
  * Is @s, whose cookie has no deferred record, a sample of its thread's
  * last kernel entry taken on the way into a signal stop, after that
- * entry's task_work ran (get_signal() on its kernel stack, latest cookie
- * of its tid in @log)?  Its record is due at the next return to user
+ * entry's task_work ran (the signal code on its kernel stack, latest
+ * cookie of its tid in @log)?  Its record is due at the next return to user
  * space.  See deferred_task.c.
  */
 bool dc_in_final_stop(const struct dc_log *log, const struct dc_sample *s);

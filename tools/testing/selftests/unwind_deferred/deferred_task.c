@@ -68,7 +68,6 @@ int main(int argc, char **argv)
 	size_t bad_ctx = 0, bad_pid = 0, missing = 0, dup = 0, orphan = 0;
 	size_t bad_rec = 0, leaf = 0, exact = 0, printed = 0, cookies = 0;
 	size_t frameless = 0, stopping = 0;
-	uint64_t last_time = 0, last_cookie = 0;
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
 	int bad_where = -1;
@@ -90,12 +89,6 @@ int main(int argc, char **argv)
 		ksft_exit_fail_msg("profiling the workload: %s\n", strerror(-pid));
 
 	for (size_t i = 0; i < log.nr_samples; i++) {
-		if (log.samples[i].time >= last_time) {
-			last_time = log.samples[i].time;
-			last_cookie = log.samples[i].cookie;
-		}
-	}
-	for (size_t i = 0; i < log.nr_samples; i++) {
 		struct dc_sample *s = &log.samples[i];
 		long idx, n;
 
@@ -106,7 +99,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		idx = dc_find_deferred(&log, s->pid, s->tid, s->cookie, &n);
-		if (idx < 0 && s->cookie == last_cookie && dc_kernel_stack_has(s, "get_signal")) {
+		if (idx < 0 && dc_in_final_stop(&log, s)) {
 			stopping++;
 			ksft_print_msg("sample %zu of %zu: last entry, on the way into the stop after its task_work ran: record due at the next return to user space\n",
 				       i + 1, log.nr_samples);
