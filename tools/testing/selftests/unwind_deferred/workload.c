@@ -11,11 +11,16 @@ struct ts {
 	long sec, nsec;	/* the native ABI of __NR_clock_gettime */
 };
 
+/*
+ * The thread's CPU time, not wall time: under QEMU TCG a vCPU can lose the
+ * host CPU for a while, and a loop timed by the wall clock then ends after
+ * a handful of samples.  cpu-clock events count CPU time too.
+ */
 static inline __attribute__((always_inline)) uint64_t now_ms(void)
 {
 	struct ts t;
 
-	dc_syscall3(__NR_clock_gettime, 1 /* CLOCK_MONOTONIC */, (long)&t, 0);
+	dc_syscall3(__NR_clock_gettime, 3 /* CLOCK_THREAD_CPUTIME_ID */, (long)&t, 0);
 	return (uint64_t)t.sec * 1000 + t.nsec / 1000000;
 }
 

@@ -19,7 +19,7 @@
 #define WORKLOAD_CHAIN "workload_leaf", "workload_c", "workload_b", \
 		       "workload_a", "workload"
 
-/* Run system calls in the leaf until @ms of wall time have passed. */
+/* Run system calls in the leaf until the thread has used @ms of CPU time. */
 uint64_t workload(unsigned int ms);
 
 #endif
