@@ -39,8 +39,12 @@ clippy=
 kmake() { make -C "$SRC" O="$O" LLVM="$LLVM_SUFFIX" $clippy -j"$(nproc)" "$@"; }
 
 mkdir -p "$O"
+# Reconfigure when the fragments changed, or when the .config is not the
+# one this script made and checked (a hand-run make can rewrite it: without
+# RUST_LIB_SRC, Kconfig silently drops CONFIG_RUST).
 sum=$(cat "${frags[@]}" | sha256sum | awk '{print $1}')
-if [ ! -f "$O/.config" ] || [ "$(cat "$O/.fragments-sha" 2>/dev/null)" != "$sum" ]; then
+cfgsum() { sha256sum <"$O/.config" | awk '{print $1}'; }
+if [ ! -f "$O/.config" ] || [ "$(cat "$O/.fragments-sha" 2>/dev/null)" != "$sum $(cfgsum)" ]; then
 	log "kernel-$variant: configuring"
 	kmake -s rustavailable >/dev/null || die "Rust is not available to Kbuild (make rustavailable)"
 	kmake -s tinyconfig >/dev/null
@@ -63,7 +67,7 @@ if [ ! -f "$O/.config" ] || [ "$(cat "$O/.fragments-sha" 2>/dev/null)" != "$sum"
 		fi
 	done < <(cat "${frags[@]}" | grep -v '^#')
 	[ $bad -eq 0 ] || die "kernel-$variant: configuration does not hold (see above)"
-	echo "$sum" >"$O/.fragments-sha"
+	echo "$sum $(cfgsum)" >"$O/.fragments-sha"
 fi
 
 # Kbuild relinks vmlinux on every run (a minute each); skip the whole
