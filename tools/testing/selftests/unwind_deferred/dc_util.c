@@ -141,6 +141,8 @@ static void parse_sample(struct cur *c, struct dc_log *log, int ring)
 	log->nr_samples++;
 }
 
+bool dc_sample_id_all = true;
+
 static void parse_deferred(struct cur *c, struct dc_log *log, int ring,
 			   uint16_t misc)
 {
@@ -162,8 +164,10 @@ static void parse_deferred(struct cur *c, struct dc_log *log, int ring,
 	for (uint64_t i = 0; i < nr; i++)
 		d->ips[i] = get64(c);
 	/* sample_id_all trailer: TID, TIME (the attr's sample_type order) */
-	get_pid_tid(c, &d->pid, &d->tid);
-	d->time = get64(c);
+	if (dc_sample_id_all) {
+		get_pid_tid(c, &d->pid, &d->tid);
+		d->time = get64(c);
+	}
 	if (c->bad || c->p != c->end) {
 		log->malformed++;
 		return;

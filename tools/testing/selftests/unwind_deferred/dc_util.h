@@ -85,6 +85,13 @@ long dc_syscall3(long nr, long a, long b, long c)
 	return ret;
 }
 
+/*
+ * Whether the events have sample_id_all (dc_attr_init() sets it): without
+ * it, deferred records end right after their entries and carry no pid,
+ * tid or time (0 in struct dc_deferred).
+ */
+extern bool dc_sample_id_all;
+
 /* attr for a cpu-clock sampling event with deferred user callchains. */
 void dc_attr_init(struct perf_event_attr *attr, uint64_t period_ns,
 		  bool defer_output);

@@ -10,6 +10,8 @@
  * 2. defer_callchain without defer_output on any event: samples still end
  *    with PERF_CONTEXT_USER_DEFERRED and a cookie, and no deferred record
  *    is written at all.
+ * 6. Without sample_id_all, a deferred record is exactly header, cookie,
+ *    nr, ips[nr]: no trailer; every cookie still has exactly one record.
  * 3-5. The attr bits that shape a callchain keep upstream's meaning with
  *    defer_callchain: exclude_callchain_user gives kernel-only callchains
  *    and no deferred record; exclude_callchain_kernel gives callchains that
@@ -236,15 +238,46 @@ static void attr_bits(void)
 	dc_log_free(&log);
 }
 
+static void no_sample_id_all(void)
+{
+	struct perf_event_attr attr;
+	struct dc_log log = { 0 };
+	size_t one = 0;
+
+	dc_attr_init(&attr, 250000, true);
+	attr.sample_id_all = 0;
+	dc_sample_id_all = false;
+	if (dc_profile_child(short_workload, NULL, &attr, 256, &log) < 0)
+		ksft_exit_fail_msg("profiling: no sample_id_all\n");
+	dc_sample_id_all = true;
+	for (size_t i = 0; i < log.nr_samples; i++) {
+		size_t n = 0;
+
+		for (size_t j = 0; j < log.nr_deferred; j++)
+			n += log.deferred[j].cookie == log.samples[i].cookie;
+		one += n == 1;
+	}
+	ksft_print_msg("no sample_id_all: %zu samples, %zu deferred records, %zu samples with exactly one record of their cookie, %llu malformed\n",
+		       log.nr_samples, log.nr_deferred, one,
+		       (unsigned long long)log.malformed);
+	/* The last sample may be in the final stop (see deferred_task.c). */
+	ksft_test_result(log.nr_deferred && !log.malformed && one + 1 >= log.nr_samples,
+			 "no sample_id_all: %zu deferred records of exactly header + cookie + nr + ips (%llu not), %zu of %zu samples with exactly one record of their cookie\n",
+			 log.nr_deferred, (unsigned long long)log.malformed, one,
+			 log.nr_samples);
+	dc_log_free(&log);
+}
+
 int main(void)
 {
 	ksft_print_header();
-	ksft_set_plan(5);
+	ksft_set_plan(6);
 	dc_kallsyms_load();
 	if (dc_syms_load())
 		ksft_exit_fail_msg("cannot read own symbol table\n");
 	one_record_per_entry();
 	no_defer_output();
 	attr_bits();
+	no_sample_id_all();
 	ksft_finished();
 }
