@@ -10,6 +10,9 @@
  * 2. defer_callchain without defer_output on any event: samples still end
  *    with PERF_CONTEXT_USER_DEFERRED and a cookie, and no deferred record
  *    is written at all.
+ * 7. Without defer_callchain (defer_output still set), samples keep the
+ *    classic in-place user callchain (PERF_CONTEXT_USER, then the stack),
+ *    carry no cookie, and no deferred record is written.
  * 6. Without sample_id_all, a deferred record is exactly header, cookie,
  *    nr, ips[nr]: no trailer; every cookie still has exactly one record.
  * 3-5. The attr bits that shape a callchain keep upstream's meaning with
@@ -268,10 +271,50 @@ static void no_sample_id_all(void)
 	dc_log_free(&log);
 }
 
+static void classic_user_callchain(void)
+{
+	static const char *const want[] = { WORKLOAD_CHAIN };
+	size_t marked = 0, in_place = 0, leaf = 0, exact = 0;
+	uint64_t leaf_addr, leaf_size;
+	struct perf_event_attr attr;
+	struct dc_log log = { 0 };
+	int where;
+
+	leaf_addr = dc_sym_addr("workload_leaf", &leaf_size);
+	dc_attr_init(&attr, 250000, true);
+	attr.defer_callchain = 0;
+	if (!leaf_addr || dc_profile_child(short_workload, NULL, &attr, 256, &log) < 0)
+		ksft_exit_fail_msg("profiling: no defer_callchain\n");
+	for (size_t i = 0; i < log.nr_samples; i++) {
+		struct dc_sample *s = &log.samples[i];
+		uint32_t u = 0;
+
+		marked += s->ends_deferred || s->cookie;
+		in_place += s->has_user_ctx;
+		/* The user part follows the kernel part in kernel[]. */
+		while (u < s->nr_kernel && s->kernel[u] >= DC_USER_MAX)
+			u++;
+		if (u < s->nr_kernel && s->kernel[u] >= leaf_addr &&
+		    s->kernel[u] < leaf_addr + leaf_size &&
+		    !dc_ip_frameless(s->kernel[u], leaf_addr, leaf_size)) {
+			leaf++;
+			exact += dc_stack_starts_with(&s->kernel[u], s->nr_kernel - u, want,
+						      sizeof(want) / sizeof(want[0]), &where);
+		}
+	}
+	ksft_print_msg("no defer_callchain: %zu samples, %zu with a user part in place, %zu with a cookie, %zu deferred records, %zu leaf samples (%zu exact)\n",
+		       log.nr_samples, in_place, marked, log.nr_deferred, leaf, exact);
+	ksft_test_result(log.nr_samples && in_place == log.nr_samples && !marked &&
+			 !log.nr_deferred && leaf && exact == leaf,
+			 "no defer_callchain: all %zu samples have their user stack in place (%zu leaf samples, %zu exact), no cookie, no deferred record\n",
+			 log.nr_samples, leaf, exact);
+	dc_log_free(&log);
+}
+
 int main(void)
 {
 	ksft_print_header();
-	ksft_set_plan(6);
+	ksft_set_plan(7);
 	dc_kallsyms_load();
 	if (dc_syms_load())
 		ksft_exit_fail_msg("cannot read own symbol table\n");
@@ -279,5 +322,6 @@ int main(void)
 	no_defer_output();
 	attr_bits();
 	no_sample_id_all();
+	classic_user_callchain();
 	ksft_finished();
 }
