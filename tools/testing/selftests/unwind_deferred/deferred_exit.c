@@ -53,6 +53,7 @@
 #define DUMP_SIZE	(48 << 20)
 #define NR_EXECS	20
 #define NR_FORKS	8
+#define DUMP_PERIOD_NS	10000000	/* 100 Hz once the dump is near */
 /* Lowest kernel address on x86_64. */
 #define DC_KERNEL_MIN	0xffff800000000000ULL
 
@@ -66,12 +67,25 @@ __attribute__((noinline)) void exit_leaf(long pid)
 	asm volatile("" ::: "memory");
 }
 
+/*
+ * The core dump's kernel entry must not be sampled before get_signal()
+ * has run the task's pending task_work (it does so before it dumps core):
+ * a sample there would have its unwind run, and its record written, before
+ * the dump, and every sample of the dump would share that cookie and
+ * record.  So the child says when it is about to kill itself, the test then
+ * restarts the event's timer with a long period (PERF_EVENT_IOC_PERIOD),
+ * and only then lets it go: the first sample of the entry falls in the dump.
+ */
+struct handshake {
+	int ready, go;
+};
+
 __attribute__((noinline)) void dump_child(void *arg)
 {
 	struct rlimit unlimited = { RLIM_INFINITY, RLIM_INFINITY };
+	volatile struct handshake *h = arg;
 	char *mem;
 
-	(void)arg;
 	if (setrlimit(RLIMIT_CORE, &unlimited) || chdir("/tmp"))
 		_exit(3);
 	/* Touched memory makes the dump long. */
@@ -81,6 +95,9 @@ __attribute__((noinline)) void dump_child(void *arg)
 		_exit(3);
 	for (size_t i = 0; i < DUMP_SIZE; i += 4096)
 		mem[i] = (char)i | 1;
+	h->ready = 1;
+	while (!h->go)
+		;
 	exit_leaf(getpid());
 	_exit(4);	/* not reached: SIGQUIT dumps core */
 }
@@ -196,7 +213,8 @@ static size_t samples_in(struct dc_log *log, const char *fn)
 /*
  * Run @fn(@arg) in a child under a per-task event with @attr, collecting
  * records into @log until the child exits or stops itself; with
- * @kill_after, SIGKILL it once that many samples inside read() arrived.
+ * @kill_after, SIGKILL it once that many samples inside read() arrived;
+ * with @h, do dump_child()'s handshake.
  * A stopped child is killed and reaped after the rings were drained.  An
  * inherited event cannot be mmap'ed per task, so with @attr->inherit
  * there is one per CPU (as perf record opens them).  The child waits for
@@ -205,7 +223,8 @@ static size_t samples_in(struct dc_log *log, const char *fn)
  * child's pid and its wait status in *@status, or -errno.
  */
 static pid_t profile(void (*fn)(void *), void *arg, struct perf_event_attr *attr,
-		     struct dc_log *log, size_t kill_after, int *status)
+		     struct dc_log *log, size_t kill_after, int *status,
+		     volatile struct handshake *h)
 {
 	int ncpus = attr->inherit ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
 	struct dc_ring ring[MAX_CPUS];
@@ -258,6 +277,13 @@ static pid_t profile(void (*fn)(void *), void *arg, struct perf_event_attr *attr
 		poll(p, nfd, 20);
 		for (int i = 0; i < nfd; i++)
 			dc_ring_drain(&ring[i], log);
+		if (h && h->ready && !h->go) {
+			uint64_t period = DUMP_PERIOD_NS;
+
+			if (ioctl(fd[0], PERF_EVENT_IOC_PERIOD, &period))
+				ksft_print_msg("PERF_EVENT_IOC_PERIOD: %s\n", strerror(errno));
+			h->go = 1;
+		}
 		if (kill_after && !killed && samples_in(log, "ksys_read") >= kill_after) {
 			kill(pid, SIGKILL);
 			killed = true;
@@ -407,17 +433,24 @@ static bool has_any(const struct dc_sample *s, const char *const *names)
 static void exit_with_pending_unwind(void)
 {
 	static const char *const want[] = { "exit_leaf", "dump_child" };
-	size_t dump = 0, same = 0, records = 0;
+	size_t dump = 0, same = 0, early = 0, records = 0;
+	uint64_t first_dump = 0;
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
 	uint64_t cookie = 0;
 	long idx = -1, n = 0;
 	int st = 0, where = -1;
+	volatile struct handshake *h;
 	bool stack_ok = false;
 	pid_t pid;
 
 	dc_attr_init(&attr, PERIOD_NS, true);
-	pid = profile(dump_child, NULL, &attr, &log, 0, &st);
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (h == MAP_FAILED)
+		ksft_exit_fail_msg("mmap: %s\n", strerror(errno));
+	h->ready = h->go = 0;
+	pid = profile(dump_child, (void *)h, &attr, &log, 0, &st, h);
+	munmap((void *)h, sizeof(*h));
 	unlink("/tmp/core");
 	if (pid < 0)
 		ksft_exit_fail_msg("profiling the core dump: %s\n", strerror(-pid));
@@ -431,6 +464,17 @@ static void exit_with_pending_unwind(void)
 			cookie = s->cookie;
 		same += s->cookie && s->cookie == cookie;
 	}
+	/*
+	 * The entry's first sample must be in the dump (see dump_child()):
+	 * none with its cookie before the first one in vfs_coredump.
+	 */
+	for (size_t i = 0; cookie && i < log.nr_samples; i++)
+		if (log.samples[i].cookie == cookie &&
+		    dc_kernel_stack_has(&log.samples[i], "vfs_coredump") &&
+		    (!first_dump || log.samples[i].time < first_dump))
+			first_dump = log.samples[i].time;
+	for (size_t i = 0; cookie && i < log.nr_samples; i++)
+		early += log.samples[i].cookie == cookie && log.samples[i].time < first_dump;
 	if (cookie)
 		idx = dc_find_deferred(&log, pid, pid, cookie, &n);
 	if (idx >= 0) {
@@ -446,13 +490,13 @@ static void exit_with_pending_unwind(void)
 	}
 	for (size_t i = 0; i < log.nr_deferred; i++)
 		records += log.deferred[i].pid == (uint32_t)pid;
-	ksft_print_msg("core dump: %zu samples, %zu in vfs_coredump with cookie %#llx (%zu carry it), %zu deferred records of the task, %ld for that cookie, lost %llu\n",
-		       log.nr_samples, dump, (unsigned long long)cookie, same,
+	ksft_print_msg("core dump: %zu samples, %zu in vfs_coredump with cookie %#llx (%zu carry it, %zu before the dump), %zu deferred records of the task, %ld for that cookie, lost %llu\n",
+		       log.nr_samples, dump, (unsigned long long)cookie, same, early,
 		       records, n, (unsigned long long)log.lost);
 	ksft_test_result(WIFSIGNALED(st) && WTERMSIG(st) == SIGQUIT && WCOREDUMP(st) &&
-			 dump >= 3 && same == dump,
-			 "exit: the task dumped core (status %#x); %zu samples in vfs_coredump (>= 3), all with one cookie\n",
-			 st, dump);
+			 dump >= 3 && same == dump && !early,
+			 "exit: the task dumped core (status %#x); %zu samples in vfs_coredump (>= 3), all with one cookie, the first of its entry (%zu before)\n",
+			 st, dump, early);
 	ksft_test_result(n == 1 && stack_ok,
 			 "exit: the dumping task's deferred unwind, pending at exit, still writes its record to the per-task event (%ld records for the cookie), user stack exit_leaf <- dump_child%s\n",
 			 n, idx >= 0 && !stack_ok ? " (wrong stack)" : "");
@@ -469,7 +513,7 @@ static void killed_in_syscall(void)
 	pid_t pid;
 
 	dc_attr_init(&attr, PERIOD_NS, true);
-	pid = profile(kill_child, NULL, &attr, &log, 20, &st);
+	pid = profile(kill_child, NULL, &attr, &log, 20, &st, NULL);
 	if (pid < 0)
 		ksft_exit_fail_msg("profiling the killed task: %s\n", strerror(-pid));
 	bad = check_cookies(&log, &matched, &exiting);
@@ -513,7 +557,7 @@ static void exec_chain(void)
 	if (!start)
 		ksft_exit_fail_msg("no _start symbol\n");
 	dc_attr_init(&attr, PERIOD_NS, true);
-	pid = profile(exec_child, NULL, &attr, &log, 0, &st);
+	pid = profile(exec_child, NULL, &attr, &log, 0, &st, NULL);
 	if (pid < 0)
 		ksft_exit_fail_msg("profiling the exec chain: %s\n", strerror(-pid));
 	bad = check_cookies(&log, &matched, &exiting);
@@ -559,7 +603,7 @@ static void fork_children(void)
 
 	dc_attr_init(&attr, PERIOD_NS, true);
 	attr.inherit = 1;
-	pid = profile(fork_parent, NULL, &attr, &log, 0, &st);
+	pid = profile(fork_parent, NULL, &attr, &log, 0, &st, NULL);
 	if (pid < 0)
 		ksft_exit_fail_msg("profiling fork: %s\n", strerror(-pid));
 	bad = check_cookies(&log, &matched, &exiting);
