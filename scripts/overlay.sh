@@ -3,7 +3,7 @@
 #
 # Apply the project to the pristine kernel tree in $BUILD/linux.
 #
-#   arch/ include/ rust/ tools/  -> the same paths in the tree (new files)
+#   arch/ include/ kernel/ rust/ tools/ -> the same paths in the tree (new files)
 #   src/ and Kbuild              -> kernel/unwind/rust/ (the Rust unwinder)
 #   patches/*.patch              -> the small changes to upstream files
 #
@@ -41,7 +41,7 @@ if [ ${#patches[@]} -gt 0 ]; then
 fi
 
 # 2. New files.
-for d in arch include rust tools; do
+for d in arch include kernel rust tools; do
 	[ -d "$TOP/$d" ] && rsync -a "$TOP/$d/" "$stage_dir/$d/"
 done
 if [ -d "$TOP/src" ]; then

@@ -1,0 +1,651 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Test driver for deferred user unwinding (CONFIG_UNWIND_DEFERRED_TEST).
+ *
+ * It registers unwind_works of its own ("tracers") and calls
+ * unwind_deferred_request() from every context the API allows:
+ *
+ *  - NMI: local APIC NMIs sent to the CPU the target thread runs on, from a
+ *    timer interrupt of that same CPU (the NMI then nests in the interrupt,
+ *    which may itself be making a request) or of another CPU (the NMI then
+ *    hits the thread in user mode or inside a system call);
+ *  - hardirq: per-CPU hrtimers firing while the target thread runs;
+ *  - task: a write to the control file, a busy loop in the kernel, and
+ *    from a callback (the task_work) asking for another tracer.
+ *
+ * Every request and every callback is logged; user space reads the logs
+ * back and checks them (tools/testing/selftests/unwind_deferred/
+ * deferred_nmi.c).  Only the C API of <linux/unwind_deferred.h> is used,
+ * so the same tests run on the upstream C and on the Rust implementation.
+ *
+ * For test kernels only: any root process can make it send NMIs.
+ *
+ * debugfs: unwind_deferred_test/
+ *   ctl        commands, one per write (see udt_ctl_write())
+ *   requests   one line per request:
+ *              "R tid cpu ctx user label slot gen rep ret cookie"
+ *   callbacks  one line per callback:
+ *              "C tid cpu slot gen flags cookie nr ip..."
+ *   tracers    one line per registered tracer: "T slot gen bit"
+ *   stats      "name value" lines
+ */
+#include <linux/debugfs.h>
+#include <linux/delay.h>
+#include <linux/hrtimer.h>
+#include <linux/init.h>
+#include <linux/mutex.h>
+#include <linux/percpu.h>
+#include <linux/rcupdate.h>
+#include <linux/sched.h>
+#include <linux/sched/task.h>
+#include <linux/sched/task_stack.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/smp.h>
+#include <linux/uaccess.h>
+#include <linux/unwind_deferred.h>
+#include <linux/vmalloc.h>
+#include <asm/apic.h>
+#include <asm/irq_regs.h>
+#include <asm/nmi.h>
+
+#define UDT_SLOTS	64
+#define UDT_MAX_REQ	(1 << 18)
+#define UDT_MAX_CB	(1 << 14)
+#define UDT_IPS		32
+
+/* Where a request was made. */
+enum { UDT_NMI = 'N', UDT_IRQ = 'I', UDT_TASK = 'T', UDT_WORK = 'W' };
+
+/*
+ * Labels name one kernel entry of the target thread, independently of the
+ * cookie under test: every request with the same label must get the same
+ * cookie, and requests with different labels different ones.
+ */
+#define UDT_LABEL_SPIN	(1U << 28)	/* one "spin" system call */
+#define UDT_LABEL_IRQ	(2U << 28)	/* a timer interrupt from user mode */
+#define UDT_LABEL_NMI	(3U << 28)	/* an NMI from user mode */
+#define UDT_LABEL_MASK	((1U << 28) - 1)
+
+/* Callback flags. */
+#define UDT_CB_IRQS_OFF	BIT(0)	/* interrupts were disabled */
+#define UDT_CB_ATOMIC	BIT(1)	/* not a sleepable task context */
+#define UDT_CB_DEAD	BIT(2)	/* the tracer's cancel had returned */
+
+struct udt_tracer {
+	struct unwind_work	work;
+	struct list_head	node;	/* on udt.dead once cancelled */
+	int			slot;
+	u32			gen;	/* unique per registration */
+	bool			active;	/* may request */
+	bool			dead;	/* unwind_deferred_cancel() returned */
+};
+
+struct udt_req {
+	u64	cookie;
+	u32	tid, label, gen;
+	s16	ret;
+	u8	ctx, user, slot, rep, cpu, valid;
+};
+
+struct udt_cb {
+	u64	cookie;
+	u32	tid, gen, nr;
+	u8	slot, flags, cpu, valid;
+	u64	ips[UDT_IPS];
+};
+
+static struct {
+	struct mutex		lock;		/* commands */
+	struct udt_tracer	*slots[UDT_SLOTS];
+	struct list_head	dead;
+	u32			next_gen;
+	/* What the timers and NMIs do, set by "arm". */
+	struct task_struct	*target;
+	unsigned long		mask;		/* slots that request */
+	unsigned int		sources;
+	ktime_t			period;
+	bool			armed;
+	/* The "spin" system call of the target in progress. */
+	struct task_struct	*spin_task;
+	u32			spin_label;
+	/* Callback behaviour. */
+	unsigned int		cb_delay_us;
+	int			chain_from, chain_to;
+	/* Logs. */
+	struct udt_req		*req;
+	struct udt_cb		*cb;
+	atomic_t		nr_req, nr_cb, next_label;
+} udt = {
+	.lock = __MUTEX_INITIALIZER(udt.lock),
+	.dead = LIST_HEAD_INIT(udt.dead),
+	.chain_from = -1,
+	.chain_to = -1,
+};
+
+#define UDT_SRC_NMI	BIT(0)
+#define UDT_SRC_IRQ	BIT(1)
+
+static struct {
+	atomic_t	nmi, nmi_sent, req_nmi_user, req_nmi_kernel, req_irq;
+	atomic_t	req_task, req_work, req_lost, cb_lost, after_cancel;
+	atomic_t	irqs_off_after_request, irqs_on_in_irq, spins;
+} stats;
+
+static DEFINE_PER_CPU(struct hrtimer, udt_timer);
+static DEFINE_PER_CPU(atomic_t, udt_nmi_expected);
+/* Set while this CPU's timer runs for the target: its entry's label. */
+static DEFINE_PER_CPU(u32, udt_irq_label);
+static DEFINE_PER_CPU(bool, udt_in_timer);
+
+static void udt_log_req(int ctx, bool user, u32 label, struct udt_tracer *t,
+			int rep, int ret, u64 cookie)
+{
+	int i = atomic_inc_return(&udt.nr_req) - 1;
+	struct udt_req *r;
+
+	if (i >= UDT_MAX_REQ) {
+		atomic_inc(&stats.req_lost);
+		return;
+	}
+	r = &udt.req[i];
+	r->cookie = cookie;
+	r->tid = task_pid_nr(current);
+	r->label = label;
+	r->gen = t->gen;
+	r->ret = ret;
+	r->ctx = ctx;
+	r->user = user;
+	r->slot = t->slot;
+	r->rep = rep;
+	r->cpu = raw_smp_processor_id();
+	smp_store_release(&r->valid, 1);
+}
+
+/*
+ * Each active tracer in udt.mask requests twice: the second request of an
+ * entry must answer 1 ("already requested").  Called in NMI, hardirq or
+ * under rcu_read_lock(): cancel waits for it with synchronize_rcu().
+ */
+static void udt_requests(int ctx, bool user, u32 label)
+{
+	unsigned long mask = READ_ONCE(udt.mask);
+	int slot;
+
+	for_each_set_bit(slot, &mask, UDT_SLOTS) {
+		struct udt_tracer *t = READ_ONCE(udt.slots[slot]);
+		u64 cookie;
+		int rep, ret;
+
+		if (!t || !READ_ONCE(t->active))
+			continue;
+		for (rep = 0; rep < 2; rep++) {
+			ret = unwind_deferred_request(&t->work, &cookie);
+			udt_log_req(ctx, user, label, t, rep, ret, cookie);
+		}
+	}
+}
+
+static u32 udt_new_label(u32 kind)
+{
+	return kind | (atomic_inc_return(&udt.next_label) & UDT_LABEL_MASK);
+}
+
+/* The label of the target's current entry when it is inside "spin". */
+static u32 udt_spin_label(void)
+{
+	return READ_ONCE(udt.spin_task) == current ? READ_ONCE(udt.spin_label) : 0;
+}
+
+static int udt_nmi(unsigned int cmd, struct pt_regs *regs)
+{
+	u32 label;
+
+	if (!atomic_xchg(this_cpu_ptr(&udt_nmi_expected), 0))
+		return NMI_DONE;
+	atomic_inc(&stats.nmi);
+	if (!READ_ONCE(udt.armed) || current != READ_ONCE(udt.target))
+		return NMI_HANDLED;
+
+	if (__this_cpu_read(udt_in_timer))
+		label = __this_cpu_read(udt_irq_label);
+	else if (user_mode(regs))
+		label = udt_new_label(UDT_LABEL_NMI);
+	else
+		label = udt_spin_label();
+	atomic_inc(user_mode(regs) ? &stats.req_nmi_user : &stats.req_nmi_kernel);
+	udt_requests(UDT_NMI, user_mode(regs), label);
+	if (!irqs_disabled())
+		atomic_inc(&stats.irqs_on_in_irq);
+	return NMI_HANDLED;
+}
+
+static void udt_send_nmi(int cpu)
+{
+	atomic_inc(per_cpu_ptr(&udt_nmi_expected, cpu));
+	atomic_inc(&stats.nmi_sent);
+	if (cpu == smp_processor_id())
+		__apic_send_IPI_self(NMI_VECTOR);
+	else
+		__apic_send_IPI(cpu, NMI_VECTOR);
+}
+
+static enum hrtimer_restart udt_timer_fn(struct hrtimer *timer)
+{
+	struct task_struct *target = READ_ONCE(udt.target);
+	unsigned int sources = READ_ONCE(udt.sources);
+	struct pt_regs *regs = get_irq_regs();
+	bool user = regs && user_mode(regs);
+	int cpu = smp_processor_id();
+
+	if (!READ_ONCE(udt.armed) || !target)
+		return HRTIMER_NORESTART;
+
+	if (current == target) {
+		u32 label = user ? udt_new_label(UDT_LABEL_IRQ) : udt_spin_label();
+
+		__this_cpu_write(udt_irq_label, label);
+		__this_cpu_write(udt_in_timer, true);
+		if (sources & UDT_SRC_IRQ) {
+			atomic_inc(&stats.req_irq);
+			udt_requests(UDT_IRQ, user, label);
+		}
+		if (sources & UDT_SRC_NMI) {
+			int spin = 100000;
+
+			/* Wait for the NMI, so that it nests in this entry. */
+			udt_send_nmi(cpu);
+			while (atomic_read(this_cpu_ptr(&udt_nmi_expected)) &&
+			       --spin)
+				cpu_relax();
+		}
+		__this_cpu_write(udt_in_timer, false);
+		if (!irqs_disabled())
+			atomic_inc(&stats.irqs_on_in_irq);
+	} else if (sources & UDT_SRC_NMI) {
+		int tcpu = task_cpu(target);
+
+		/* Hit the target where it runs: in user mode or a syscall. */
+		if (tcpu != cpu && task_curr(target))
+			udt_send_nmi(tcpu);
+	}
+	hrtimer_forward_now(timer, READ_ONCE(udt.period));
+	return HRTIMER_RESTART;
+}
+
+static void udt_timer_start(void *unused)
+{
+	hrtimer_start(this_cpu_ptr(&udt_timer), READ_ONCE(udt.period),
+		      HRTIMER_MODE_REL_PINNED_HARD);
+}
+
+static void udt_disarm(void)
+{
+	int cpu;
+
+	WRITE_ONCE(udt.armed, false);
+	for_each_possible_cpu(cpu)
+		hrtimer_cancel(per_cpu_ptr(&udt_timer, cpu));
+	/* No NMI handler may still look at the target. */
+	synchronize_rcu();
+	if (udt.target)
+		put_task_struct(udt.target);
+	WRITE_ONCE(udt.target, NULL);
+}
+
+static int udt_arm(pid_t tid, unsigned long mask, unsigned int sources,
+		   unsigned int period_us)
+{
+	struct task_struct *t;
+
+	if (!period_us)
+		return -EINVAL;
+	t = find_get_task_by_vpid(tid);
+	if (!t)
+		return -ESRCH;
+	udt_disarm();
+	WRITE_ONCE(udt.mask, mask);
+	WRITE_ONCE(udt.sources, sources);
+	WRITE_ONCE(udt.period, ns_to_ktime((u64)period_us * NSEC_PER_USEC));
+	WRITE_ONCE(udt.target, t);
+	WRITE_ONCE(udt.armed, true);
+	on_each_cpu(udt_timer_start, NULL, 1);
+	return 0;
+}
+
+static void udt_callback(struct unwind_work *work,
+			 struct unwind_stacktrace *trace, u64 cookie)
+{
+	struct udt_tracer *t = container_of(work, struct udt_tracer, work);
+	int i = atomic_inc_return(&udt.nr_cb) - 1;
+	unsigned int delay;
+	u8 flags = 0;
+
+	/* Callbacks run in task context and may sleep. */
+	might_sleep();
+	if (irqs_disabled())
+		flags |= UDT_CB_IRQS_OFF;
+	if (!in_task() || preempt_count())
+		flags |= UDT_CB_ATOMIC;
+	if (READ_ONCE(t->dead)) {
+		flags |= UDT_CB_DEAD;
+		atomic_inc(&stats.after_cancel);
+	}
+	if (i < UDT_MAX_CB) {
+		struct udt_cb *c = &udt.cb[i];
+
+		c->cookie = cookie;
+		c->tid = task_pid_nr(current);
+		c->gen = t->gen;
+		c->slot = t->slot;
+		c->flags = flags;
+		c->cpu = raw_smp_processor_id();
+		c->nr = trace->nr;
+		memcpy(c->ips, trace->entries,
+		       min_t(u32, trace->nr, UDT_IPS) * sizeof(u64));
+		smp_store_release(&c->valid, 1);
+	} else {
+		atomic_inc(&stats.cb_lost);
+	}
+
+	delay = READ_ONCE(udt.cb_delay_us);
+	if (delay)
+		usleep_range(delay, delay + 10);
+
+	/* A request from the task_work, for a tracer not requested yet. */
+	if (t->slot == READ_ONCE(udt.chain_from)) {
+		int to = READ_ONCE(udt.chain_to);
+		struct udt_tracer *n;
+
+		rcu_read_lock();
+		n = to >= 0 && to < UDT_SLOTS ? READ_ONCE(udt.slots[to]) : NULL;
+		if (n && READ_ONCE(n->active)) {
+			u64 c;
+			int ret = unwind_deferred_request(&n->work, &c);
+
+			atomic_inc(&stats.req_work);
+			udt_log_req(UDT_WORK, false, 0, n, 0, ret, c);
+		}
+		rcu_read_unlock();
+	}
+}
+
+static int udt_register(int slot)
+{
+	struct udt_tracer *t;
+	int ret;
+
+	if (slot < 0 || slot >= UDT_SLOTS)
+		return -EINVAL;
+	if (udt.slots[slot])
+		return -EEXIST;
+	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	if (!t)
+		return -ENOMEM;
+	ret = unwind_deferred_init(&t->work, udt_callback);
+	if (ret) {
+		kfree(t);
+		return ret;
+	}
+	t->slot = slot;
+	t->gen = ++udt.next_gen;
+	INIT_LIST_HEAD(&t->node);
+	WRITE_ONCE(t->active, true);
+	WRITE_ONCE(udt.slots[slot], t);
+	return 0;
+}
+
+/*
+ * The caller's side of the cancel contract: no request may be in flight
+ * or start once cancel runs.  Requests run in NMI, hardirq or under
+ * rcu_read_lock(), so one RCU grace period after the tracer stops being
+ * active, none is left.  The tracer is kept (on udt.dead) so that a
+ * callback after cancel returned is seen, not a use after free.
+ */
+static int udt_cancel(int slot)
+{
+	struct udt_tracer *t;
+
+	if (slot < 0 || slot >= UDT_SLOTS || !udt.slots[slot])
+		return -ENOENT;
+	t = udt.slots[slot];
+	WRITE_ONCE(t->active, false);
+	WRITE_ONCE(udt.slots[slot], NULL);
+	synchronize_rcu();
+	unwind_deferred_cancel(&t->work);
+	WRITE_ONCE(t->dead, true);
+	list_add(&t->node, &udt.dead);
+	return 0;
+}
+
+/* The target thread, in a system call: busy in the kernel for @us. */
+static void udt_spin(unsigned int us, bool requests)
+{
+	ktime_t end = ktime_add_us(ktime_get(), us);
+
+	WRITE_ONCE(udt.spin_label, udt_new_label(UDT_LABEL_SPIN));
+	WRITE_ONCE(udt.spin_task, current);
+	atomic_inc(&stats.spins);
+	while (ktime_before(ktime_get(), end)) {
+		if (requests) {
+			rcu_read_lock();
+			udt_requests(UDT_TASK, false, udt_spin_label());
+			rcu_read_unlock();
+			atomic_inc(&stats.req_task);
+			if (irqs_disabled())
+				atomic_inc(&stats.irqs_off_after_request);
+		}
+		cpu_relax();
+		cond_resched();
+	}
+	WRITE_ONCE(udt.spin_task, NULL);
+	if (irqs_disabled())
+		atomic_inc(&stats.irqs_off_after_request);
+}
+
+static void udt_reset(void)
+{
+	struct udt_tracer *t, *tmp;
+
+	udt_disarm();
+	/* Every tracer on the list was cancelled: none of its callbacks runs. */
+	list_for_each_entry_safe(t, tmp, &udt.dead, node) {
+		list_del(&t->node);
+		kfree(t);
+	}
+	memset(udt.req, 0, UDT_MAX_REQ * sizeof(*udt.req));
+	memset(udt.cb, 0, UDT_MAX_CB * sizeof(*udt.cb));
+	atomic_set(&udt.nr_req, 0);
+	atomic_set(&udt.nr_cb, 0);
+	memset(&stats, 0, sizeof(stats));
+	WRITE_ONCE(udt.cb_delay_us, 0);
+	WRITE_ONCE(udt.chain_from, -1);
+	WRITE_ONCE(udt.chain_to, -1);
+}
+
+/*
+ * Commands:
+ *   register SLOT            register a tracer in SLOT (0..63)
+ *   cancel SLOT              cancel it (waits for its callbacks)
+ *   arm TID MASK SRC US      timers every US µs on each CPU; while thread
+ *                            TID runs, tracers in hex MASK request from
+ *                            hardirq (SRC bit 1) and NMI (SRC bit 0)
+ *   disarm                   stop the timers
+ *   request                  the writer requests for every tracer in MASK
+ *   spin US [REQ]            the writer busy-waits US µs in the kernel,
+ *                            making task-context requests if REQ is 1
+ *   delay US                 callbacks sleep US µs
+ *   chain FROM TO            FROM's callback requests TO (-1: off)
+ *   reset                    disarm, clear logs and counters
+ * The write returns the command's error, if any.
+ */
+static ssize_t udt_ctl_write(struct file *file, const char __user *ubuf,
+			     size_t count, loff_t *ppos)
+{
+	char buf[96], cmd[16];
+	unsigned long a1 = 0, a2 = 0, a3 = 0, a4 = 0;
+	long s1 = 0, s2 = 0;
+	int ret = 0, n;
+
+	if (count >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, count))
+		return -EFAULT;
+	buf[count] = '\0';
+	n = sscanf(buf, "%15s %lu %lx %lu %lu", cmd, &a1, &a2, &a3, &a4);
+	if (n < 1)
+		return -EINVAL;
+
+	/* Work of the target itself: not under the lock. */
+	if (!strcmp(cmd, "spin")) {
+		n = sscanf(buf, "%15s %lu %lu", cmd, &a1, &a2);
+		if (n < 2 || a1 > 10 * USEC_PER_SEC)
+			return -EINVAL;
+		udt_spin(a1, n > 2 && a2);
+		return count;
+	}
+	if (!strcmp(cmd, "request")) {
+		rcu_read_lock();
+		udt_requests(UDT_TASK, false, 0);
+		rcu_read_unlock();
+		atomic_inc(&stats.req_task);
+		if (irqs_disabled())
+			atomic_inc(&stats.irqs_off_after_request);
+		return count;
+	}
+
+	mutex_lock(&udt.lock);
+	if (!strcmp(cmd, "register") && n >= 2) {
+		ret = udt_register(a1);
+	} else if (!strcmp(cmd, "cancel") && n >= 2) {
+		ret = udt_cancel(a1);
+	} else if (!strcmp(cmd, "arm") && n >= 5) {
+		ret = udt_arm(a1, a2, a3, a4);
+	} else if (!strcmp(cmd, "disarm")) {
+		udt_disarm();
+	} else if (!strcmp(cmd, "delay") && n >= 2) {
+		WRITE_ONCE(udt.cb_delay_us, min(a1, 100000UL));
+	} else if (!strcmp(cmd, "chain") &&
+		   sscanf(buf, "%15s %ld %ld", cmd, &s1, &s2) == 3) {
+		WRITE_ONCE(udt.chain_to, s2);
+		WRITE_ONCE(udt.chain_from, s1);
+	} else if (!strcmp(cmd, "reset")) {
+		udt_reset();
+	} else {
+		ret = -EINVAL;
+	}
+	mutex_unlock(&udt.lock);
+	return ret ? ret : count;
+}
+
+static const struct file_operations udt_ctl_fops = {
+	.write = udt_ctl_write,
+	.llseek = noop_llseek,
+};
+
+static int udt_requests_show(struct seq_file *m, void *v)
+{
+	int n = min(atomic_read(&udt.nr_req), UDT_MAX_REQ), i;
+
+	for (i = 0; i < n; i++) {
+		struct udt_req *r = &udt.req[i];
+
+		if (!smp_load_acquire(&r->valid))
+			continue;
+		seq_printf(m, "R %u %u %c %u %#x %u %u %u %d %#llx\n", r->tid,
+			   r->cpu, r->ctx, r->user, r->label, r->slot, r->gen,
+			   r->rep, r->ret, r->cookie);
+	}
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(udt_requests);
+
+static int udt_callbacks_show(struct seq_file *m, void *v)
+{
+	int n = min(atomic_read(&udt.nr_cb), UDT_MAX_CB), i, j;
+
+	for (i = 0; i < n; i++) {
+		struct udt_cb *c = &udt.cb[i];
+
+		if (!smp_load_acquire(&c->valid))
+			continue;
+		seq_printf(m, "C %u %u %u %u %#x %#llx %u", c->tid, c->cpu,
+			   c->slot, c->gen, c->flags, c->cookie, c->nr);
+		for (j = 0; j < min_t(u32, c->nr, UDT_IPS); j++)
+			seq_printf(m, " %#llx", c->ips[j]);
+		seq_putc(m, '\n');
+	}
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(udt_callbacks);
+
+static int udt_tracers_show(struct seq_file *m, void *v)
+{
+	int slot;
+
+	mutex_lock(&udt.lock);
+	for (slot = 0; slot < UDT_SLOTS; slot++) {
+		struct udt_tracer *t = udt.slots[slot];
+
+		if (t)
+			seq_printf(m, "T %d %u %d\n", slot, t->gen, t->work.bit);
+	}
+	mutex_unlock(&udt.lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(udt_tracers);
+
+static int udt_stats_show(struct seq_file *m, void *v)
+{
+#define UDT_STAT(x) seq_printf(m, #x " %d\n", atomic_read(&stats.x))
+	seq_printf(m, "impl %s\n",
+		   IS_ENABLED(CONFIG_UNWIND_USER_RUST) ? "rust" : "c");
+	UDT_STAT(nmi);
+	UDT_STAT(nmi_sent);
+	UDT_STAT(req_nmi_user);
+	UDT_STAT(req_nmi_kernel);
+	UDT_STAT(req_irq);
+	UDT_STAT(req_task);
+	UDT_STAT(req_work);
+	UDT_STAT(req_lost);
+	UDT_STAT(cb_lost);
+	UDT_STAT(after_cancel);
+	UDT_STAT(irqs_off_after_request);
+	UDT_STAT(irqs_on_in_irq);
+	UDT_STAT(spins);
+#undef UDT_STAT
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(udt_stats);
+
+static int __init udt_init(void)
+{
+	struct dentry *dir;
+	int cpu, ret;
+
+	udt.req = vzalloc(UDT_MAX_REQ * sizeof(*udt.req));
+	udt.cb = vzalloc(UDT_MAX_CB * sizeof(*udt.cb));
+	if (!udt.req || !udt.cb)
+		goto nomem;
+	for_each_possible_cpu(cpu)
+		hrtimer_setup(per_cpu_ptr(&udt_timer, cpu), udt_timer_fn,
+			      CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
+	ret = register_nmi_handler(NMI_LOCAL, udt_nmi, 0, "unwind_test");
+	if (ret)
+		goto fail;
+
+	dir = debugfs_create_dir("unwind_deferred_test", NULL);
+	debugfs_create_file("ctl", 0200, dir, NULL, &udt_ctl_fops);
+	debugfs_create_file("requests", 0400, dir, NULL, &udt_requests_fops);
+	debugfs_create_file("callbacks", 0400, dir, NULL, &udt_callbacks_fops);
+	debugfs_create_file("tracers", 0400, dir, NULL, &udt_tracers_fops);
+	debugfs_create_file("stats", 0400, dir, NULL, &udt_stats_fops);
+	return 0;
+nomem:
+	ret = -ENOMEM;
+fail:
+	vfree(udt.req);
+	vfree(udt.cb);
+	return ret;
+}
+late_initcall(udt_init);

@@ -1,0 +1,861 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Deferred unwind requests from NMI, hardirq and task context, through the
+ * test driver of CONFIG_UNWIND_DEFERRED_TEST (kernel/unwind/test_deferred.c,
+ * debugfs unwind_deferred_test/).  With a hardware PMU every perf sample is
+ * an NMI; QEMU's TCG has none, so the driver sends real NMIs through the
+ * local APIC to the CPU this thread runs on (from that CPU's timer
+ * interrupt, where the NMI nests in an interrupt that may itself be making
+ * a request, or from the other CPU, hitting the thread in user mode or in
+ * a system call), and requests from hrtimers and from the thread's own
+ * system calls.  Its callbacks log what they get; this program checks it.
+ *
+ *  1. registration: BITS_PER_LONG - 2 bits minus perf's one, then -EBUSY;
+ *     a cancelled bit is reused; register/cancel in a loop leaks no bit;
+ *  2. NMI and IRQ requests in user mode and in system calls, several
+ *     tracers: one cookie per kernel entry, each tracer's callback called
+ *     exactly once per entry with that cookie and the exact user stack;
+ *     "already requested" is exactly 1; interrupts are enabled after
+ *     requests in task context and were never enabled in NMI or IRQ;
+ *     callbacks run in task context, in a fixed order;
+ *  3. the same under an NMI storm (both CPUs, every 20 us) while the
+ *     thread also requests in a loop from task context;
+ *  4. a callback requesting another tracer (from the task_work): that one
+ *     gets the same cookie and trace, once, and no callback runs twice;
+ *  5. cancel racing requests, pending task_work and running (sleeping)
+ *     callbacks, with the freed bits reused at once: no callback after its
+ *     cancel returned, no call of a work for a request it did not make.
+ *
+ * Entries are named independently of the cookie under test: the driver
+ * labels each "spin" system call, each timer interrupt from user mode
+ * (with the NMI it sends to itself) and each NMI from user mode.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "dc_util.h"
+
+#define DIR		"/sys/kernel/debug/unwind_deferred_test"
+#define NR_TRACERS	40	/* bits above 31 too */
+#define MASK		0xc000000007ULL	/* slots 0, 1, 2, 38, 39 */
+#define CHAIN_TO	20	/* requested only by slot 0's callback */
+#define MAX_REQ		(1 << 18)
+#define MAX_CB		(1 << 14)
+
+#define LABEL_KIND(l)	((l) >> 28)
+enum { L_NONE, L_SPIN, L_IRQ, L_NMI };
+
+struct req {
+	uint32_t tid, cpu, user, label, slot, gen, rep;
+	int ret;
+	char ctx;
+	uint64_t cookie;
+};
+
+struct cb {
+	uint32_t tid, cpu, slot, gen, flags, nr;
+	uint64_t cookie;
+	uint64_t ips[32];
+	int matched;
+};
+
+static struct req *reqs;
+static struct cb *cbs;
+static size_t nr_req, nr_cb;
+static int ctl = -1;
+static bool is_rust;
+static int bit_of_slot[64];
+static uint32_t gen_of_slot[64];
+
+/* ---- the driver ---- */
+
+static int cmd(const char *fmt, ...)
+{
+	char buf[96];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (write(ctl, buf, n) == n)
+		return 0;
+	return -errno;
+}
+
+static FILE *open_file(const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), DIR "/%s", name);
+	return fopen(path, "r");
+}
+
+static long stat_of(const char *name)
+{
+	FILE *f = open_file("stats");
+	char key[64], val[64];
+	long v = -1;
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %63s", key, val) == 2)
+		if (!strcmp(key, name))
+			v = strtol(val, NULL, 0);
+	fclose(f);
+	return v;
+}
+
+static bool read_impl(void)
+{
+	FILE *f = open_file("stats");
+	char key[64], val[64];
+	bool rust = false;
+
+	while (f && fscanf(f, "%63s %63s", key, val) == 2)
+		if (!strcmp(key, "impl"))
+			rust = !strcmp(val, "rust");
+	if (f)
+		fclose(f);
+	return rust;
+}
+
+/* Slot -> bit and generation of the registered tracers; their number. */
+static int read_tracers(void)
+{
+	FILE *f = open_file("tracers");
+	int slot, bit, n = 0;
+	unsigned int gen;
+
+	memset(bit_of_slot, -1, sizeof(bit_of_slot));
+	while (f && fscanf(f, " T %d %u %d", &slot, &gen, &bit) == 3) {
+		if (slot >= 0 && slot < 64) {
+			bit_of_slot[slot] = bit;
+			gen_of_slot[slot] = gen;
+			n++;
+		}
+	}
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static void read_logs(void)
+{
+	FILE *f = open_file("requests");
+	char line[1024];
+
+	nr_req = nr_cb = 0;
+	while (f && fgets(line, sizeof(line), f) && nr_req < MAX_REQ) {
+		struct req *r = &reqs[nr_req];
+		unsigned long long c;
+
+		if (sscanf(line, "R %u %u %c %u %x %u %u %u %d %llx", &r->tid,
+			   &r->cpu, &r->ctx, &r->user, &r->label, &r->slot,
+			   &r->gen, &r->rep, &r->ret, &c) == 10) {
+			r->cookie = c;
+			nr_req++;
+		}
+	}
+	if (f)
+		fclose(f);
+	f = open_file("callbacks");
+	while (f && fgets(line, sizeof(line), f) && nr_cb < MAX_CB) {
+		struct cb *c = &cbs[nr_cb];
+		unsigned long long cookie;
+		char *p = line;
+		int used;
+
+		if (sscanf(p, "C %u %u %u %u %x %llx %u%n", &c->tid, &c->cpu,
+			   &c->slot, &c->gen, &c->flags, &cookie, &c->nr,
+			   &used) != 7)
+			continue;
+		p += used;
+		c->cookie = cookie;
+		c->matched = 0;
+		for (uint32_t i = 0; i < c->nr && i < 32; i++) {
+			unsigned long long ip;
+
+			if (sscanf(p, " %llx%n", &ip, &used) != 1)
+				break;
+			c->ips[i] = ip;
+			p += used;
+		}
+		nr_cb++;
+	}
+	if (f)
+		fclose(f);
+}
+
+/* ---- the target thread's code: known user call chains ---- */
+
+#define NO_TAIL() asm volatile("" ::: "memory")
+
+static volatile uint64_t sink;
+
+static uint64_t thread_cpu_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (uint64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Pure user-mode work: where NMIs and timers hit the thread in user mode. */
+__attribute__((noinline)) void user_leaf(unsigned int iters)
+{
+	uint64_t x = sink;
+
+	DC_KEEP_FRAME();
+	for (unsigned int i = 0; i < iters; i++)
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+	sink = x;
+}
+
+__attribute__((noinline)) void user_phase(unsigned int iters)
+{
+	user_leaf(iters);
+	NO_TAIL();
+}
+
+/* A system call in which the kernel busy-waits: requests hit it there. */
+__attribute__((noinline)) void spin_leaf(const char *buf)
+{
+	DC_KEEP_FRAME();
+	dc_syscall3(__NR_write, ctl, (long)buf, strlen(buf));
+}
+
+__attribute__((noinline)) void kernel_phase(const char *buf)
+{
+	spin_leaf(buf);
+	NO_TAIL();
+}
+
+static const char *const user_chain[] = {
+	"user_leaf", "user_phase", "target_loop"
+};
+static const char *const spin_chain[] = {
+	"spin_leaf", "kernel_phase", "target_loop"
+};
+
+struct target_arg {
+	unsigned int ms;	/* CPU time to run */
+	const char *spin;	/* the "spin" command */
+	volatile int tid;
+	volatile int go, done;
+};
+
+/* Alternate user-mode work and spin system calls for arg->ms of CPU. */
+__attribute__((noinline)) void target_loop(struct target_arg *a)
+{
+	uint64_t end = thread_cpu_ms() + a->ms;
+
+	do {
+		user_phase(200000);
+		kernel_phase(a->spin);
+	} while (thread_cpu_ms() < end);
+	NO_TAIL();
+}
+
+static void *target_main(void *p)
+{
+	struct target_arg *a = p;
+
+	a->tid = gettid();
+	while (!a->go)
+		;
+	target_loop(a);
+	a->done = 1;
+	return NULL;
+}
+
+/* ---- checks ---- */
+
+static bool user_addrs_only(const struct cb *c)
+{
+	for (uint32_t i = 0; i < c->nr && i < 32; i++)
+		if (c->ips[i] >= DC_USER_MAX)
+			return false;
+	return true;
+}
+
+/* 1 exact, 0 wrong, -1 not in @leaf.  (The chain ends at target_loop: the
+ * frames below it are the thread start code of the C library.) */
+static int check_stack(const struct cb *c, const char *const *chain, int n)
+{
+	struct dc_deferred d = { .nr = c->nr };
+	bool frameless;
+
+	memcpy(d.ips, c->ips, sizeof(c->ips));
+	if (d.nr > 32)
+		d.nr = 32;
+	return dc_check_leaf_stack(&d, chain[0], chain, n, &frameless);
+}
+
+/* ---- sorted views, so that 10^5 records check in O(n log n) ---- */
+
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? -1 : a > b;
+}
+
+/* Requests and callbacks by (tid, slot, gen, cookie). */
+static int req_key_cmp(const void *x, const void *y)
+{
+	const struct req *a = x, *b = y;
+
+	return cmp_u64(a->tid, b->tid) ?: cmp_u64(a->slot, b->slot) ?:
+	       cmp_u64(a->gen, b->gen) ?: cmp_u64(a->cookie, b->cookie);
+}
+
+static int cb_key_cmp(const void *x, const void *y)
+{
+	const struct cb *a = x, *b = y;
+
+	return cmp_u64(a->tid, b->tid) ?: cmp_u64(a->slot, b->slot) ?:
+	       cmp_u64(a->gen, b->gen) ?: cmp_u64(a->cookie, b->cookie);
+}
+
+static int cb_req_cmp(const struct cb *a, const struct req *b)
+{
+	return cmp_u64(a->tid, b->tid) ?: cmp_u64(a->slot, b->slot) ?:
+	       cmp_u64(a->gen, b->gen) ?: cmp_u64(a->cookie, b->cookie);
+}
+
+static int req_label_cmp(const void *x, const void *y)
+{
+	const struct req *a = x, *b = y;
+
+	return cmp_u64(a->label, b->label) ?: cmp_u64(a->cookie, b->cookie);
+}
+
+static int req_cookie_cmp(const void *x, const void *y)
+{
+	const struct req *a = x, *b = y;
+
+	return cmp_u64(a->cookie, b->cookie) ?: cmp_u64(b->label, a->label);
+}
+
+static int cb_cookie_cmp(const void *x, const void *y)
+{
+	const struct cb *a = x, *b = y;
+
+	return cmp_u64(a->cookie, b->cookie);
+}
+
+static struct req *by_cookie;	/* this thread's requests, by cookie */
+static size_t nr_by_cookie;
+
+/* The label of a cookie (0 if none of its requests had one). */
+static uint32_t label_of(uint64_t cookie)
+{
+	size_t lo = 0, hi = nr_by_cookie;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (by_cookie[mid].cookie < cookie)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Sorted with labelled requests first within a cookie. */
+	return lo < nr_by_cookie && by_cookie[lo].cookie == cookie ?
+	       by_cookie[lo].label : 0;
+}
+
+struct verdict {
+	size_t bad_ret, bad_rep, zero_cookie, label_split, label_shared;
+	size_t missing, dup, unrequested, bad_flags, kernel_addr;
+	size_t trace_differs, bad_order, user_exact, user_bad, spin_exact;
+	size_t spin_bad, cookies, after_cancel_cb;
+};
+
+/*
+ * Check the logs of one run for thread @tid.  @exact_once: every
+ * (tracer, cookie) that was requested has exactly one callback (else at
+ * most one: tracers cancelled during the run).
+ */
+static void check_run(uint32_t tid, struct verdict *v,
+		      bool (*exact_once)(uint32_t slot, uint32_t gen))
+{
+	struct req *rq = calloc(nr_req + 1, sizeof(*rq));
+	struct cb *cq = calloc(nr_cb + 1, sizeof(*cq));
+	size_t n = 0, m = 0, i, j;
+
+	memset(v, 0, sizeof(*v));
+	if (!rq || !cq)
+		ksft_exit_fail_msg("out of memory\n");
+
+	/* Order within one task_work (log order): bit order (Rust), or
+	 * newest registration first (upstream C walks its list from the
+	 * head).  The chained tracer comes in a second task_work. */
+	for (i = 1; i < nr_cb; i++) {
+		const struct cb *a = &cbs[i - 1], *b = &cbs[i];
+
+		if (a->tid != tid || b->tid != tid || a->cookie != b->cookie ||
+		    b->slot == CHAIN_TO || a->slot >= 64 || b->slot >= 64 ||
+		    gen_of_slot[a->slot] != a->gen ||
+		    gen_of_slot[b->slot] != b->gen)
+			continue;
+		if (is_rust ? bit_of_slot[a->slot] >= bit_of_slot[b->slot] :
+			      a->gen <= b->gen)
+			v->bad_order++;
+	}
+
+	for (i = 0; i < nr_req; i++) {
+		const struct req *r = &reqs[i];
+
+		if (r->tid != tid)
+			continue;
+		if (r->ret < 0 || r->ret > 1)
+			v->bad_ret++;
+		if (r->rep == 1 && r->ret != 1)
+			v->bad_rep++;
+		if (!r->cookie)
+			v->zero_cookie++;
+		rq[n++] = *r;
+	}
+	for (i = 0; i < nr_cb; i++)
+		if (cbs[i].tid == tid)
+			cq[m++] = cbs[i];
+
+	/* Labels and cookies name the same entries, both ways. */
+	qsort(rq, n, sizeof(*rq), req_label_cmp);
+	for (i = 1; i < n; i++)
+		if (rq[i].label && rq[i].label == rq[i - 1].label &&
+		    rq[i].cookie != rq[i - 1].cookie)
+			v->label_split++;
+	qsort(rq, n, sizeof(*rq), req_cookie_cmp);
+	for (i = 0; i < n; i++) {
+		if (!i || rq[i].cookie != rq[i - 1].cookie)
+			v->cookies++;
+		else if (rq[i].label && rq[i - 1].label &&
+			 rq[i].label != rq[i - 1].label)
+			v->label_shared++;
+	}
+	free(by_cookie);
+	by_cookie = calloc(n + 1, sizeof(*rq));
+	if (!by_cookie)
+		ksft_exit_fail_msg("out of memory\n");
+	memcpy(by_cookie, rq, n * sizeof(*rq));
+	nr_by_cookie = n;
+
+	/* Each callback: its context, addresses, and the stack by entry kind. */
+	for (i = 0; i < m; i++) {
+		const struct cb *c = &cq[i];
+		uint32_t kind = LABEL_KIND(label_of(c->cookie));
+		int ok;
+
+		if (c->flags & 4)
+			v->after_cancel_cb++;
+		if (c->flags & 3)
+			v->bad_flags++;
+		if (!user_addrs_only(c))
+			v->kernel_addr++;
+		if (kind == L_SPIN) {
+			ok = check_stack(c, spin_chain, 3);
+			v->spin_exact += ok == 1;
+			v->spin_bad += ok != 1;
+		} else if (kind == L_IRQ || kind == L_NMI) {
+			ok = check_stack(c, user_chain, 3);
+			v->user_exact += ok == 1;
+			v->user_bad += ok == 0;
+		}
+	}
+
+	/* All callbacks of one cookie got the same trace. */
+	qsort(cq, m, sizeof(*cq), cb_cookie_cmp);
+	for (i = 0, j = 0; i < m; i++) {
+		if (cq[i].cookie != cq[j].cookie)
+			j = i;
+		else if (cq[i].nr != cq[j].nr ||
+			 memcmp(cq[i].ips, cq[j].ips,
+				(cq[i].nr < 32 ? cq[i].nr : 32) * 8))
+			v->trace_differs++;
+	}
+
+	/* Merge the (tracer, cookie) groups: exactly one callback for each
+	 * request group, none without one. */
+	qsort(rq, n, sizeof(*rq), req_key_cmp);
+	qsort(cq, m, sizeof(*cq), cb_key_cmp);
+	for (i = 0, j = 0; i < n; i++) {
+		int calls = 0;
+
+		if (i && !req_key_cmp(&rq[i], &rq[i - 1]))
+			continue;
+		if (rq[i].ret < 0)
+			continue;
+		while (j < m && cb_req_cmp(&cq[j], &rq[i]) < 0) {
+			v->unrequested++;
+			ksft_print_msg("callback of slot %u gen %u cookie %#llx without a request\n",
+				       cq[j].slot, cq[j].gen,
+				       (unsigned long long)cq[j].cookie);
+			j++;
+		}
+		while (j < m && !cb_req_cmp(&cq[j], &rq[i])) {
+			calls++;
+			j++;
+		}
+		if (calls > 1)
+			v->dup++;
+		if (!calls && exact_once(rq[i].slot, rq[i].gen)) {
+			v->missing++;
+			ksft_print_msg("no callback: slot %u gen %u cookie %#llx ctx %c label %#x\n",
+				       rq[i].slot, rq[i].gen,
+				       (unsigned long long)rq[i].cookie,
+				       rq[i].ctx, rq[i].label);
+		}
+	}
+	for (; j < m; j++) {
+		v->unrequested++;
+		ksft_print_msg("callback of slot %u gen %u cookie %#llx without a request\n",
+			       cq[j].slot, cq[j].gen,
+			       (unsigned long long)cq[j].cookie);
+	}
+	free(rq);
+	free(cq);
+}
+
+static bool always(uint32_t slot, uint32_t gen)
+{
+	return true;
+}
+
+static void print_verdict(const char *what, const struct verdict *v)
+{
+	ksft_print_msg("%s: %zu requests, %zu callbacks, %zu cookies; "
+		       "bad ret %zu, repeat!=1 %zu, zero cookie %zu, "
+		       "label split %zu, label shared %zu, missing %zu, dup %zu, "
+		       "unrequested %zu, bad ctx %zu, kernel addr %zu, "
+		       "trace differs %zu, order %zu, after cancel %zu; stacks: "
+		       "user exact %zu bad %zu, syscall exact %zu bad %zu\n",
+		       what, nr_req, nr_cb, v->cookies, v->bad_ret, v->bad_rep,
+		       v->zero_cookie, v->label_split, v->label_shared,
+		       v->missing, v->dup, v->unrequested, v->bad_flags,
+		       v->kernel_addr, v->trace_differs, v->bad_order,
+		       v->after_cancel_cb, v->user_exact, v->user_bad,
+		       v->spin_exact, v->spin_bad);
+}
+
+static bool verdict_clean(const struct verdict *v)
+{
+	return !v->bad_ret && !v->bad_rep && !v->zero_cookie &&
+	       !v->label_split && !v->label_shared && !v->missing &&
+	       !v->dup && !v->unrequested && !v->bad_flags &&
+	       !v->kernel_addr && !v->trace_differs && !v->bad_order &&
+	       !v->after_cancel_cb && !v->user_bad && !v->spin_bad;
+}
+
+static bool stats_clean(void)
+{
+	static const char *const zero[] = {
+		"req_lost", "cb_lost", "after_cancel",
+		"irqs_off_after_request", "irqs_on_in_irq",
+	};
+	bool ok = true;
+
+	for (size_t i = 0; i < sizeof(zero) / sizeof(zero[0]); i++) {
+		long n = stat_of(zero[i]);
+
+		if (n != 0) {
+			ksft_print_msg("stats: %s = %ld, want 0\n", zero[i], n);
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+/* ---- tests ---- */
+
+static int register_range(int from, int to)
+{
+	for (int s = from; s < to; s++) {
+		int r = cmd("register %d", s);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static void cancel_all(void)
+{
+	for (int s = 0; s < 64; s++)
+		cmd("cancel %d", s);
+}
+
+static void test_registration(void)
+{
+	int n = 0, err = 0, bit5, ours = 0, leaked = 0;
+	bool bits_ok = true;
+	uint64_t seen = 0;
+
+	cmd("reset");
+	cancel_all();
+	for (int s = 0; s < 64 && !err; s++) {
+		err = cmd("register %d", s);
+		n += !err;
+	}
+	read_tracers();
+	for (int s = 0; s < 64; s++) {
+		int b = bit_of_slot[s];
+
+		if (b < 0)
+			continue;
+		ours++;
+		if (b < 2 || b > 63 || (seen & (1ULL << b)))
+			bits_ok = false;
+		seen |= 1ULL << b;
+	}
+	bit5 = bit_of_slot[5];
+	/* BITS_PER_LONG - 2 reserved bits, one of them perf's. */
+	ksft_print_msg("registered %d tracers, then error %d; bits distinct in [2, 63]: %s, free bits left: %d\n",
+		       n, err, bits_ok ? "yes" : "no",
+		       __builtin_popcountll(~seen & ~3ULL));
+	if (cmd("cancel 5") || cmd("register 5") || read_tracers() != n ||
+	    bit_of_slot[5] != bit5) {
+		ksft_print_msg("slot 5: bit %d, then %d after cancel+register\n",
+			       bit5, bit_of_slot[5]);
+		bits_ok = false;
+	}
+	/* Register and cancel in a loop: no bit leaks. */
+	cancel_all();
+	for (int i = 0; i < 200; i++)
+		if (cmd("register 0") || cmd("cancel 0"))
+			leaked++;
+	n = 0;
+	err = 0;
+	for (int s = 0; s < 64 && !err; s++) {
+		err = cmd("register %d", s);
+		n += !err;
+	}
+	cancel_all();
+	ksft_test_result(ours == 61 && err == -EBUSY && bits_ok &&
+			 __builtin_popcountll(~seen & ~3ULL) == 1 &&
+			 !leaked && n == 61,
+			 "registration: 61 tracers + perf's = BITS_PER_LONG - 2, -EBUSY, bit reuse, no leak after 200 cycles (%d again)\n",
+			 n);
+}
+
+static int setup_tracers(void)
+{
+	cmd("reset");
+	cancel_all();
+	return register_range(0, NR_TRACERS);
+}
+
+static void run_target(unsigned int ms, unsigned int period_us,
+		       unsigned int spin_us, bool spin_requests,
+		       struct target_arg *a, pthread_t *th, bool wait)
+{
+	static char spin[64];
+
+	snprintf(spin, sizeof(spin), "spin %u %d", spin_us, spin_requests);
+	memset(a, 0, sizeof(*a));
+	a->ms = ms;
+	a->spin = spin;
+	pthread_create(th, NULL, target_main, a);
+	while (!a->tid)
+		usleep(1000);
+	if (cmd("arm %d %llx 3 %u", a->tid, (unsigned long long)MASK,
+		period_us))
+		ksft_print_msg("arm failed: %s\n", strerror(errno));
+	a->go = 1;
+	if (wait) {
+		pthread_join(*th, NULL);
+		cmd("disarm");
+	}
+}
+
+static void test_nmi(const char *name, unsigned int ms, unsigned int period,
+		     unsigned int spin_us, bool spin_requests)
+{
+	struct target_arg a;
+	struct verdict v;
+	pthread_t th;
+	long nmi_user, nmi_kernel, irq, task;
+	bool ok;
+
+	if (setup_tracers()) {
+		ksft_test_result_fail("%s: cannot register tracers\n", name);
+		return;
+	}
+	read_tracers();
+	run_target(ms, period, spin_us, spin_requests, &a, &th, true);
+	read_logs();
+	check_run(a.tid, &v, always);
+	print_verdict(name, &v);
+	nmi_user = stat_of("req_nmi_user");
+	nmi_kernel = stat_of("req_nmi_kernel");
+	irq = stat_of("req_irq");
+	task = stat_of("req_task");
+	ksft_print_msg("%s: NMIs sent %ld, handled %ld; request rounds: NMI in user mode %ld, NMI in the kernel %ld, IRQ %ld, task %ld; spins %ld\n",
+		       name, stat_of("nmi_sent"), stat_of("nmi"), nmi_user,
+		       nmi_kernel, irq, task, stat_of("spins"));
+	ok = stats_clean() && verdict_clean(&v);
+	/* A run that reached no context, or checked no stack, proves nothing. */
+	if (nmi_user < 1 || nmi_kernel < 1 || irq < 1 ||
+	    (spin_requests && task < 1) || !v.user_exact || !v.spin_exact) {
+		ksft_print_msg("%s: a context or a stack kind was not reached\n",
+			       name);
+		ok = false;
+	}
+	ksft_test_result(ok, "%s\n", name);
+	cancel_all();
+}
+
+static void test_chain(void)
+{
+	struct verdict v;
+	int tid = gettid(), iters = 50, chained = 0, bad = 0;
+
+	if (setup_tracers() || register_range(CHAIN_TO, CHAIN_TO + 1) != -EEXIST) {
+		ksft_test_result_fail("chain: cannot register tracers\n");
+		return;
+	}
+	read_tracers();
+	/* No timers: only this thread's own requests, one per system call. */
+	if (cmd("arm %d %llx 0 1000000", tid, (unsigned long long)MASK) ||
+	    cmd("chain 0 %d", CHAIN_TO)) {
+		ksft_test_result_fail("chain: arm\n");
+		return;
+	}
+	for (int i = 0; i < iters; i++)
+		cmd("request");
+	cmd("disarm");
+	read_logs();
+	check_run(tid, &v, always);
+	print_verdict("chain", &v);
+	/* Each request round: one cookie, 5 callbacks, then CHAIN_TO once. */
+	for (size_t i = 0; i < nr_req; i++) {
+		const struct req *r = &reqs[i];
+		int n = 0;
+
+		if (r->ctx != 'W')
+			continue;
+		chained++;
+		if (r->ret != 0 || r->slot != CHAIN_TO)
+			bad++;
+		for (size_t j = 0; j < nr_cb; j++)
+			if (cbs[j].slot == CHAIN_TO && cbs[j].cookie == r->cookie)
+				n++;
+		if (n != 1)
+			bad++;
+	}
+	ksft_print_msg("chain: %d rounds, %d chained requests, %d bad, %zu callbacks (want %d)\n",
+		       iters, chained, bad, nr_cb, iters * 6);
+	ksft_test_result(verdict_clean(&v) && stats_clean() && !bad &&
+			 chained == iters && v.cookies == (size_t)iters &&
+			 nr_cb == (size_t)iters * 6,
+			 "chain: a request from a callback runs once more, same cookie and trace\n");
+	cmd("chain -1 -1");
+	cancel_all();
+}
+
+/* Registrations cancelled during test 5: they may miss callbacks. */
+static uint32_t cancelled_gens[512];
+static int nr_cancelled;
+
+static bool not_cancelled(uint32_t slot, uint32_t gen)
+{
+	for (int i = 0; i < nr_cancelled; i++)
+		if (cancelled_gens[i] == gen)
+			return false;
+	return true;
+}
+
+static void test_cancel_race(void)
+{
+	static const int slots[] = { 0, 1, 2, 38, 39 };
+	struct target_arg a;
+	struct verdict v;
+	pthread_t th;
+	int cycles = 0, errs = 0, n = 0, err = 0;
+	bool ok;
+
+	if (setup_tracers()) {
+		ksft_test_result_fail("cancel race: cannot register tracers\n");
+		return;
+	}
+	cmd("delay 300");	/* callbacks sleep: cancel waits for them */
+	nr_cancelled = 0;
+	run_target(3000, 200, 3000, false, &a, &th, false);
+	while (!a.done && nr_cancelled < 512) {
+		int s = slots[cycles % 5];
+
+		read_tracers();
+		cancelled_gens[nr_cancelled++] = gen_of_slot[s];
+		if (cmd("cancel %d", s) || cmd("register %d", s))
+			errs++;
+		cycles++;
+		usleep(2000);
+	}
+	pthread_join(th, NULL);
+	cmd("disarm");
+	read_tracers();
+	read_logs();
+	check_run(a.tid, &v, not_cancelled);
+	print_verdict("cancel race", &v);
+	ksft_print_msg("cancel race: %d cancel+register cycles, %d errors; NMI rounds %ld user %ld kernel, IRQ %ld\n",
+		       cycles, errs, stat_of("req_nmi_user"),
+		       stat_of("req_nmi_kernel"), stat_of("req_irq"));
+	ok = stats_clean() && !errs && cycles > 10 && v.unrequested == 0 &&
+	     !v.after_cancel_cb && !v.dup && !v.missing && !v.bad_ret &&
+	     !v.bad_rep && !v.zero_cookie && !v.label_split &&
+	     !v.label_shared && !v.bad_flags && !v.kernel_addr &&
+	     !v.user_bad && !v.spin_bad;
+	/* Everything is given back. */
+	cancel_all();
+	for (int s = 0; s < 64 && !err; s++) {
+		err = cmd("register %d", s);
+		n += !err;
+	}
+	cancel_all();
+	if (n != 61) {
+		ksft_print_msg("cancel race: only %d tracers fit afterwards\n", n);
+		ok = false;
+	}
+	ksft_test_result(ok, "cancel race: no callback after cancel, no call without a request, bits given back\n");
+}
+
+int main(int argc, char **argv)
+{
+	ksft_print_header();
+	ksft_set_plan(5);
+	if (dc_syms_load())
+		ksft_exit_fail_msg("cannot read own symbol table\n");
+	if (access(DIR, F_OK))
+		mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
+	ctl = open(DIR "/ctl", O_WRONLY);
+	if (ctl < 0)
+		ksft_exit_fail_msg("%s: %s (CONFIG_UNWIND_DEFERRED_TEST)\n",
+				   DIR "/ctl", strerror(errno));
+	reqs = calloc(MAX_REQ, sizeof(*reqs));
+	cbs = calloc(MAX_CB, sizeof(*cbs));
+	if (!reqs || !cbs)
+		ksft_exit_fail_msg("out of memory\n");
+	is_rust = read_impl();
+	ksft_print_msg("implementation: %s\n", is_rust ? "rust" : "c");
+
+	test_registration();
+	test_nmi("NMI and IRQ requests, user mode and syscalls", 1500, 500,
+		 2000, false);
+	test_nmi("NMI storm with task-context requests", 1000, 20, 5000,
+		 true);
+	test_chain();
+	test_cancel_race();
+	cmd("reset");
+	ksft_finished();
+}
