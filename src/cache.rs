@@ -2,113 +2,152 @@
 
 //! The per-task unwind cache and `unwind_user_faultable()`.
 //!
-//! One page per task, allocated the first time the task is unwound in a
-//! faultable context and freed with the task.  It holds the trace of the
-//! current kernel entry, so that every request of the entry (from any
-//! callback) is answered from one walk, and a bitmask of the callbacks that
-//! already got it.  On the way back to user space the C inline
-//! `unwind_reset_info()` zeroes `nr_entries` and `unwind_completed`, which
-//! is why the layout is upstream's `struct unwind_cache`.
+//! One page per task (upstream's `struct unwind_cache` with its flexible
+//! array filling the page), allocated the first time the task is unwound
+//! in a faultable context and freed with the task.  It holds the trace of
+//! the current kernel entry, so that every request of the entry (from any
+//! callback) is answered from one walk, and `unwind_completed`, the
+//! callbacks that already got it.  On the way back to user space the C
+//! inline `unwind_reset_info()` zeroes `nr_entries` and `unwind_completed`.
+//!
+//! The entries and `nr_entries` belong to the task alone; cancel clears
+//! bits of `unwind_completed` from other CPUs, so that word is only ever
+//! accessed with atomic operations, and no reference to the whole cache is
+//! ever made.
 
 use crate::logic::mask;
-use crate::task::{self, Info};
+use crate::task::{self, CurrentInfo, Info};
 use crate::walk;
-use core::mem::{offset_of, size_of};
+use core::{marker::PhantomData, mem::size_of, ptr::NonNull};
+use core::alloc::Layout;
 use kernel::{
+    alloc::{
+        allocator::Kmalloc,
+        flags::{GFP_KERNEL, __GFP_ZERO},
+        Allocator, NumaNode,
+    },
     bindings,
     prelude::*,
     sync::atomic::{Atomic, Relaxed},
+    task::CurrentTask,
 };
 
 /// Entries that fit in one page after the header, as upstream.
 pub(crate) const MAX_ENTRIES: usize =
     (4096 - size_of::<bindings::unwind_cache>()) / size_of::<u64>();
 
-/// `struct unwind_cache` with its flexible array sized to fill a page.
-#[repr(C)]
-pub(crate) struct Cache {
-    /// Callbacks that already got this entry's trace (`unwind_completed`).
-    pub(crate) completed: usize,
-    /// Entries of this entry's trace; 0 if not walked yet (`nr_entries`).
-    pub(crate) nr: u32,
-    /// The trace.
-    pub(crate) entries: [u64; MAX_ENTRIES],
-}
+/// Size of a cache: one page.
+const CACHE_SIZE: usize = size_of::<bindings::unwind_cache>() + MAX_ENTRIES * size_of::<u64>();
 
-// The C header must read the same fields at the same places, and an
-// `unsigned long` entry is a `u64` (CONFIG_UNWIND_USER_RUST is 64-bit only).
-const _: () = {
-    assert!(size_of::<usize>() == size_of::<u64>());
-    assert!(offset_of!(Cache, completed) == offset_of!(bindings::unwind_cache, unwind_completed));
-    assert!(offset_of!(Cache, nr) == offset_of!(bindings::unwind_cache, nr_entries));
-    assert!(offset_of!(Cache, entries) == size_of::<bindings::unwind_cache>());
-    assert!(size_of::<Cache>() == 4096);
-};
+/// How a cache is allocated and freed: one page of words.
+const CACHE_LAYOUT: Layout = Layout::new::<[u64; CACHE_SIZE / size_of::<u64>()]>();
 
-/// A trace handed to callbacks: `nr` entries at `entries` (null if none).
-pub(crate) struct Trace {
-    pub(crate) entries: *mut usize,
-    pub(crate) nr: u32,
-}
+// An `unsigned long` entry is a `u64` (CONFIG_UNWIND_USER_RUST is 64-bit
+// only), and the cache is exactly the page upstream allocates.
+const _: () = assert!(size_of::<usize>() == size_of::<u64>() && CACHE_SIZE == 4096);
 
-/// The current task's cache, allocated on first use.
-///
-/// # Safety
-///
-/// Must be called by the task itself, in a context that may sleep.
-unsafe fn current_cache(info: Info) -> Result<&'static mut Cache> {
-    let mut p = info.cache_ptr().cast::<Cache>();
-    if p.is_null() {
-        let mut b = KBox::<Cache>::new_uninit(GFP_KERNEL)?;
-        // SAFETY: All fields are integers, so zero bytes are a valid
-        // `Cache`, and `write_bytes` initialises all of it.
-        let b = unsafe {
-            core::ptr::write_bytes(b.as_mut_ptr(), 0, 1);
-            b.assume_init()
-        };
-        p = KBox::into_raw(b);
-        // SAFETY: Only current writes its own cache pointer (caller's duty).
-        unsafe { info.set_cache_ptr(p.cast()) };
-    }
-    // SAFETY: `p` was allocated above or by an earlier call as a `Cache`, is
-    // freed only by `free()` when the task is gone, and only current uses it
-    // mutably (the C return path only writes two header fields while no
-    // Rust code of this task runs).
-    Ok(unsafe { &mut *p })
-}
-
-/// `unwind_user_faultable()`: the current task's user trace for this entry,
-/// walked at most once per entry.
-///
-/// Errors: `EINVAL` if current has no mm, `ENOMEM` if the cache cannot be
-/// allocated (the trace is then empty).
-pub(crate) fn user_faultable() -> Result<Trace> {
-    if !task::current_has_mm() {
-        return Err(EINVAL);
-    }
-    let info = Info::current();
-    // SAFETY: This is current, in faultable context (the caller's duty
-    // stated in the C API).
-    let cache = unsafe { current_cache(info)? };
-    if cache.nr == 0 {
-        let (n, _) = walk::unwind_current(&mut cache.entries);
-        cache.nr = n as u32;
-        // Have the return to user space reset the cache.
-        mask::mark_used(&info.mask());
-    }
-    Ok(Trace {
-        entries: cache.entries.as_mut_ptr().cast(),
-        nr: cache.nr,
-    })
-}
-
-/// The callbacks that already got this entry's trace: the cache's
-/// `unwind_completed` bitmap, changed with atomic bit operations because
-/// cancel clears bits in it from other CPUs.
+/// The current task's cache, for as long as `'a`.
 ///
 /// # Invariants
 ///
-/// `0` points to the `unwind_completed` word of a live cache.
+/// `ptr` is the cache of the task that is current for `'a`, allocated by
+/// [`CurrentCache::get`] and freed only when the task is.
+pub(crate) struct CurrentCache<'a> {
+    ptr: NonNull<bindings::unwind_cache>,
+    _task: PhantomData<&'a CurrentTask>,
+}
+
+impl<'a> CurrentCache<'a> {
+    /// The current task's cache, allocated on first use.
+    ///
+    /// May sleep (allocation).
+    fn get(current: CurrentInfo<'a>) -> Result<Self> {
+        let mut p = current.info().cache_ptr();
+        if p.is_null() {
+            // Zeroed bytes are a valid empty cache: all fields are integers.
+            let page = Kmalloc::alloc(CACHE_LAYOUT, GFP_KERNEL | __GFP_ZERO, NumaNode::NO_NODE)?;
+            p = page.as_ptr().cast();
+            current.set_cache_ptr(p);
+        }
+        // INVARIANT: `p` is current's cache, non-null.
+        Ok(CurrentCache {
+            ptr: NonNull::new(p).ok_or(ENOMEM)?,
+            _task: PhantomData,
+        })
+    }
+
+    /// Entries of this entry's trace; 0 if not walked yet.
+    fn nr(&self) -> u32 {
+        // SAFETY: By the type invariant the cache is valid; only the task
+        // itself (this code, and `unwind_reset_info()` on its way to user
+        // space) writes `nr_entries`.
+        unsafe { (*self.ptr.as_ptr()).nr_entries }
+    }
+
+    fn set_nr(&mut self, nr: u32) {
+        // SAFETY: As in `nr()`.
+        unsafe { (*self.ptr.as_ptr()).nr_entries = nr }
+    }
+
+    /// All entry slots.
+    fn entries(&mut self) -> &mut [u64] {
+        // SAFETY: By the type invariant the cache is one page, whose
+        // flexible array holds `MAX_ENTRIES` words after the header; only
+        // the task itself reads or writes them, and `&mut self` makes this
+        // the only borrow.
+        unsafe {
+            core::slice::from_raw_parts_mut(
+                (*self.ptr.as_ptr()).entries.as_mut_ptr().cast::<u64>(),
+                MAX_ENTRIES,
+            )
+        }
+    }
+
+    /// The callbacks that already got this entry's trace.
+    pub(crate) fn completed(&self) -> Completed {
+        // INVARIANT: The cache lives until the task is freed.
+        // SAFETY: Only the field address is taken.
+        Completed(unsafe { &raw mut (*self.ptr.as_ptr()).unwind_completed })
+    }
+}
+
+/// `unwind_user_faultable()`: the current task's user trace for this entry,
+/// walked at most once per entry, and the cache it lives in.
+///
+/// Errors: `EINVAL` if current has no mm, `ENOMEM` if the cache cannot be
+/// allocated.  May fault user pages in and sleep.
+pub(crate) fn user_faultable<'a>(
+    task: &'a CurrentTask,
+) -> Result<(bindings::unwind_stacktrace, CurrentCache<'a>)> {
+    if !task::has_mm(task) {
+        return Err(EINVAL);
+    }
+    let current = CurrentInfo::new(task);
+    let mut cache = CurrentCache::get(current)?;
+    if cache.nr() == 0 {
+        let (n, _) = walk::unwind_current(cache.entries());
+        cache.set_nr(n as u32);
+        // Have the return to user space reset the cache.
+        mask::mark_used(&current.info().mask());
+    }
+    let nr = cache.nr();
+    let entries = cache.entries().as_mut_ptr().cast();
+    Ok((bindings::unwind_stacktrace { nr, entries }, cache))
+}
+
+/// The current task's `unwind_completed` bitmap, if it has a cache.
+pub(crate) fn completed(current: CurrentInfo<'_>) -> Option<Completed> {
+    // SAFETY: The task is current, so alive while `current` is.
+    unsafe { Completed::of(current.info()) }
+}
+
+/// A cache's `unwind_completed` bitmap, changed with atomic bit operations
+/// because cancel clears bits in it from other CPUs.
+///
+/// # Invariants
+///
+/// `0` points to the `unwind_completed` word of a cache that outlives
+/// this value.
 #[derive(Clone, Copy)]
 pub(crate) struct Completed(*mut usize);
 
@@ -120,7 +159,8 @@ impl Completed {
     /// The task must stay alive while the result is used.
     pub(crate) unsafe fn of(info: Info) -> Option<Self> {
         let p = info.cache_ptr();
-        // INVARIANT: A non-null cache lives until the task is freed.
+        // INVARIANT: A non-null cache lives until the task is freed, which
+        // the caller guarantees is later.
         // SAFETY: `p` is a valid cache; only the field address is taken.
         (!p.is_null()).then(|| Completed(unsafe { &raw mut (*p).unwind_completed }))
     }
@@ -132,14 +172,14 @@ impl Completed {
         unsafe { Atomic::from_ptr(self.0) }.load(Relaxed)
     }
 
-    /// Set bit `nr`.
+    /// Set bit `nr` (< `BITS_PER_LONG`).
     pub(crate) fn set(self, nr: u32) {
-        // SAFETY: By the type invariant the word is valid; `nr` < 64 is
-        // the caller's bit number, within the word.
+        // SAFETY: By the type invariant the word is valid; `nr` is a bit of
+        // the word (callers pass registered bit numbers).
         unsafe { bindings::set_bit(nr as usize, self.0) }
     }
 
-    /// Clear bit `nr`.
+    /// Clear bit `nr` (< `BITS_PER_LONG`).
     pub(crate) fn clear(self, nr: u32) {
         // SAFETY: As for `set`.
         unsafe { bindings::clear_bit(nr as usize, self.0) }
@@ -152,12 +192,13 @@ impl Completed {
 ///
 /// The task is being freed: nothing uses its state any more.
 pub(crate) unsafe fn free(info: Info) {
-    let p = info.cache_ptr().cast::<Cache>();
+    let p = info.cache_ptr();
     if !p.is_null() {
-        // SAFETY: `p` came from `KBox::into_raw` in `current_cache()`, and
-        // nothing else refers to it (caller's duty).
-        drop(unsafe { KBox::from_raw(p) });
+        // SAFETY: `p` came from `Kmalloc::alloc(CACHE_LAYOUT)` in
+        // `CurrentCache::get()`, and nothing else refers to it (caller's
+        // duty).
+        unsafe { Kmalloc::free(NonNull::new_unchecked(p.cast()), CACHE_LAYOUT) };
         // SAFETY: Exclusive access (caller's duty).
-        unsafe { info.set_cache_ptr(core::ptr::null_mut()) };
+        unsafe { (*info.as_ptr()).cache = core::ptr::null_mut() };
     }
 }

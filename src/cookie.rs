@@ -2,27 +2,24 @@
 
 //! The context cookie of the current kernel entry.
 //!
-//! The format is in [`crate::logic::cookie`].  The cookie lives in the
-//! task (`unwind_info.id`, two 32-bit halves: `cpu` and `cnt`) from the
-//! first request of a kernel entry until the return to user space, where
-//! the C inline `unwind_reset_info()` zeroes it.  The count comes from a
-//! per-CPU counter, `unwind_ctx_ctr`, defined in `shim.c`.
+//! The format and the claim rule are in [`crate::logic::cookie`] (and
+//! model-checked on the host).  The cookie lives in the task
+//! (`unwind_info.id`, two 32-bit halves: `cpu` and `cnt`) from the first
+//! request of a kernel entry until the return to user space, where the C
+//! inline `unwind_reset_info()` zeroes it.  The count comes from a per-CPU
+//! counter, `unwind_ctx_ctr`, defined in `shim.c`.
 //!
-//! Requests come from interrupts and NMIs on the task's own CPU, with
-//! interrupts disabled.  An NMI may hit between any two steps below, so the
-//! count is claimed with a compare-and-exchange from zero: the first
-//! context to claim it also advances the per-CPU counter, the other one
-//! adopts the claimed count.  Both then store the same CPU number, so the
-//! cookie is the same for every caller of the entry.
+//! Requests come from the task and from interrupts and NMIs on its CPU,
+//! always with interrupts disabled, so the task stays on the CPU whose
+//! counter it uses and only an NMI can run between two steps of the claim.
 
-use crate::logic::cookie;
-use crate::task::Info;
+use crate::logic::cookie::{self as rule, Cell32};
+use crate::task::{CurrentInfo, Info};
 use kernel::{
     bindings,
     cpu::CpuId,
     interrupt::LocalInterruptDisabled,
     percpu::PerCpu,
-    prelude::*,
     sync::atomic::{Atomic, Relaxed},
 };
 
@@ -32,13 +29,34 @@ use kernel::{
 static CTX_CTR: PerCpu<Atomic<u32>> =
     unsafe { PerCpu::from_raw((&raw const bindings::unwind_ctx_ctr).cast_mut().cast()) };
 
-/// The halves of `unwind_info.id`, as atomics.
-fn halves(info: Info) -> (&'static Atomic<u32>, &'static Atomic<u32>) {
+/// The cells are only shared between a task and the interrupts and NMIs
+/// of its own CPU (and the task itself after migrating, which implies full
+/// barriers): relaxed atomics are enough, as upstream's plain accesses and
+/// `try_cmpxchg()` are.
+impl Cell32 for Atomic<u32> {
+    #[inline]
+    fn load(&self) -> u32 {
+        Atomic::load(self, Relaxed)
+    }
+    #[inline]
+    fn store(&self, v: u32) {
+        Atomic::store(self, v, Relaxed)
+    }
+    #[inline]
+    fn cmpxchg(&self, old: u32, new: u32) -> bool {
+        Atomic::cmpxchg(self, old, new, Relaxed).is_ok()
+    }
+}
+
+/// The halves of `unwind_info.id`, as atomics, for as long as `'a`.
+fn halves<'a>(info: Info) -> (&'a Atomic<u32>, &'a Atomic<u32>) {
     let id = info.id();
     // SAFETY: `id` points into a live task's `unwind_info` (a union of two
     // `u32`s and a `u64`); the halves are aligned `u32`s that live as long
-    // as the task, which outlives every caller here (the task is current,
-    // or the caller holds it).  All accesses from Rust are atomic.
+    // as the task, which outlives `'a` (the callers' `CurrentInfo<'a>`, or
+    // a test's own `unwind_task_info`).  Rust accesses them only
+    // atomically; the C side only zeroes the whole `id` on the return to
+    // user space, when no request of this entry can run any more.
     unsafe {
         (
             Atomic::from_ptr(&raw mut (*id).__bindgen_anon_1.cpu),
@@ -47,38 +65,30 @@ fn halves(info: Info) -> (&'static Atomic<u32>, &'static Atomic<u32>) {
     }
 }
 
-/// The current entry's cookie of the task `info`, made if it has none.
-/// `info` must be current's.
-pub(crate) fn get(info: Info, irq_off: &LocalInterruptDisabled) -> u64 {
+/// The current entry's cookie of the current task, made if it has none.
+pub(crate) fn get(current: CurrentInfo<'_>, irq_off: &LocalInterruptDisabled) -> u64 {
+    get_for(current.info(), irq_off)
+}
+
+/// [`get`] on any `unwind_task_info` that only this context uses.
+fn get_for(info: Info, irq_off: &LocalInterruptDisabled) -> u64 {
     let (cpu, cnt) = halves(info);
-    if cpu.load(Relaxed) != 0 {
-        return read(info);
-    }
+    // Interrupts are off: the CPU cannot change while `ctr` is used.
     let ctr = CTX_CTR.this_cpu(irq_off);
-    let new = cookie::next_count(ctr.load(Relaxed));
-    if cnt.cmpxchg(0, new, Relaxed).is_ok() {
-        ctr.store(new, Relaxed);
-    }
-    // Interrupts are off: the CPU is the one whose counter was used.
-    cpu.store(CpuId::current().as_u32() + 1, Relaxed);
-    read(info)
+    rule::get(cpu, cnt, ctr, CpuId::current().as_u32())
 }
 
 /// The task's cookie as it stands (0: none in this entry).
-pub(crate) fn read(info: Info) -> u64 {
-    let (cpu, cnt) = halves(info);
-    let (cpu, cnt) = (cpu.load(Relaxed), cnt.load(Relaxed));
-    match cpu.checked_sub(1) {
-        Some(c) => cookie::compose(c, cnt),
-        None => 0,
-    }
+pub(crate) fn read(current: CurrentInfo<'_>) -> u64 {
+    let (cpu, cnt) = halves(current.info());
+    rule::read(cpu, cnt)
 }
 
 #[cfg(CONFIG_UNWIND_USER_RUST_KUNIT_TEST)]
 #[kunit_tests(unwind_rust_cookie)]
 mod tests {
     use super::*;
-    use kernel::interrupt::local_interrupt_disable;
+    use kernel::preempt::with_irqs_disabled;
 
     #[test]
     fn made_once_per_entry_and_unique() {
@@ -86,27 +96,23 @@ mod tests {
         let mut ti = bindings::unwind_task_info::default();
         // SAFETY: `ti` outlives every use of `info` in this test.
         let info = unsafe { Info::from_raw(&mut ti) };
-        assert_eq!(read(info), 0);
-        let irq = local_interrupt_disable();
-        let c1 = get(info, &irq);
+        let (cpu, cnt) = halves(info);
+        assert_eq!(rule::read(cpu, cnt), 0);
+        let (c1, again, c2, this) = with_irqs_disabled(|irq| {
+            let c1 = get_for(info, irq);
+            let again = get_for(info, irq);
+            // Next entry (what unwind_reset_info() does): the next count
+            // of this CPU's counter.
+            cpu.store(0, Relaxed);
+            cnt.store(0, Relaxed);
+            let c2 = get_for(info, irq);
+            (c1, again, c2, CpuId::current().as_u32())
+        });
         assert_ne!(c1, 0);
-        assert_eq!(
-            crate::logic::cookie::cpu(c1),
-            Some(CpuId::current().as_u32())
-        );
-        assert_eq!(crate::logic::cookie::count(c1) & 1, 1);
+        assert_eq!(rule::cpu(c1), Some(this));
+        assert_eq!(rule::count(c1) & 1, 1);
         // Same entry: same cookie.
-        assert_eq!(get(info, &irq), c1);
-        assert_eq!(read(info), c1);
-        // Next entry (what unwind_reset_info() does): the next count of
-        // this CPU's counter.
-        // SAFETY: `info.id()` points into `ti`, which is alive.
-        unsafe { (*info.id()).id = 0 };
-        let c2 = get(info, &irq);
-        drop(irq);
-        assert_eq!(
-            crate::logic::cookie::count(c2),
-            crate::logic::cookie::next_count(crate::logic::cookie::count(c1))
-        );
+        assert_eq!(again, c1);
+        assert_eq!(rule::count(c2), rule::next_count(rule::count(c1)));
     }
 }

@@ -12,13 +12,18 @@
 //!   list walk.
 //! - A request sets its bit and, if it is the first of the entry, queues
 //!   the task's `callback_head` (`TWA_NMI_CURRENT` from NMI, else
-//!   `TWA_RESUME`).
-//! - The task_work clears PENDING, takes the trace from the cache
-//!   ([`crate::cache`]) and calls each requested callback that did not get
-//!   this entry's trace yet, inside an SRCU read section, so callbacks may
-//!   sleep and cancel can wait for them.
-//! - Cancel unpublishes the callback, waits for SRCU readers and clears its
-//!   bit in every thread and cache.
+//!   `TWA_RESUME`).  It runs in NMI, hardirq or task context and takes no
+//!   lock: the mask is changed with atomics, the cookie is claimed with one
+//!   compare-and-exchange, interrupts are disabled only where they are not
+//!   already (never in NMI), and the RCU read-side section it runs in is
+//!   NMI-safe.
+//! - The task_work enters an SRCU read-side section, clears PENDING, takes
+//!   the trace from the cache ([`crate::cache`]) and calls each requested
+//!   callback that did not get this entry's trace yet.  Callbacks may
+//!   sleep; cancel waits for them.
+//! - Cancel unpublishes the callback, waits for requests in flight (RCU)
+//!   and for task_works that may have seen the bit (SRCU), then clears the
+//!   bit in every thread and cache; only then may the bit be reused.
 //! - A task that exits with a request pending runs it from
 //!   `unwind_deferred_task_exit()`, while it still has its mm.
 //!
@@ -30,24 +35,79 @@
 //!   without a WARN (a request racing with cancel is legitimate);
 //! - callbacks run in bit order, not newest-registered first.
 
-use crate::cache::{self, Completed, Trace};
+use crate::cache::{self, Completed};
 use crate::cookie;
 use crate::logic::mask::{self, Request, RESERVED};
-use crate::task::{self, Info};
+use crate::task::{self, CurrentInfo, Info};
 use kernel::{
     bindings,
-    interrupt::local_interrupt_disable,
-    preempt::in_nmi,
+    preempt::{in_nmi, with_irqs_disabled},
     prelude::*,
     sync::{
         atomic::{Acquire, Atomic, Relaxed, Release},
+        rcu,
         srcu::Srcu,
     },
-    task::Task,
-    task_work::{self, NotifyMode},
+    task::CurrentTask,
+    task_work::{NotifyMode, TaskWork},
+    types::Opaque,
 };
 
 const NR_BITS: usize = usize::BITS as usize;
+
+/// A deferred-unwind callback: C's `struct unwind_work`.
+///
+/// # Invariants
+///
+/// `bit` is only accessed atomically once the work is registered; `func`
+/// is written only by [`init`] before the work is published in [`WORKS`]
+/// (with release ordering), and read only after it was found there (with
+/// acquire ordering).
+#[repr(transparent)]
+pub(crate) struct Work(Opaque<bindings::unwind_work>);
+
+// SAFETY: See the type invariants: shared fields are atomics or written
+// before publication; registration is serialised by `CallbackLock`.
+unsafe impl Sync for Work {}
+
+impl Work {
+    /// A work to be registered with [`init`], for a `static`.
+    pub(crate) const fn new() -> Self {
+        Work(Opaque::zeroed())
+    }
+
+    /// The work at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` points to an `unwind_work` valid for `'a`, accessed by the C
+    /// side only through this module's functions.
+    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::unwind_work) -> &'a Self {
+        // SAFETY: `Work` is a transparent wrapper; validity for `'a` is the
+        // caller's duty.
+        unsafe { &*ptr.cast() }
+    }
+
+    fn as_raw(&self) -> *mut bindings::unwind_work {
+        self.0.get()
+    }
+
+    /// The work's `bit`: its callback bit, or -1 once cancelled.
+    fn bit_cell(&self) -> &Atomic<i32> {
+        // SAFETY: `bit` is an aligned `int` of this valid work, accessed
+        // atomically (type invariant) for as long as `self` is borrowed.
+        unsafe { Atomic::from_ptr(&raw mut (*self.as_raw()).bit) }
+    }
+
+    /// The work's bit, or `None` if it has none (cancelled: -1, or never
+    /// registered: a reserved bit).
+    fn bit(&self) -> Option<u32> {
+        let bit = u32::try_from(self.bit_cell().load(Relaxed))
+            .ok()
+            .filter(|&b| (b as usize) < NR_BITS)?;
+        (1usize << bit & RESERVED == 0).then_some(bit)
+    }
+}
 
 /// The registered callbacks, indexed by bit; null where none.  Written
 /// under [`CallbackLock`], read by the task_work under [`srcu()`].
@@ -59,8 +119,8 @@ static REGISTERED: Atomic<usize> = Atomic::new(RESERVED);
 
 /// `unwind_srcu` from shim.c.
 fn srcu() -> &'static Srcu {
-    // SAFETY: `unwind_srcu` is a `DEFINE_STATIC_SRCU()`, initialised at
-    // build time and never cleaned up; `Srcu` is a transparent wrapper of
+    // SAFETY: `unwind_srcu` is a `DEFINE_SRCU()`, initialised at build
+    // time and never cleaned up; `Srcu` is a transparent wrapper of
     // `srcu_struct`.
     unsafe { &*(&raw const bindings::unwind_srcu).cast::<Srcu>() }
 }
@@ -86,48 +146,58 @@ impl Drop for CallbackLock {
     }
 }
 
-/// The bit of `work`, or `None` if it has none (cancelled: -1, or never
-/// registered: a reserved bit).
-fn bit_of(work: *mut bindings::unwind_work) -> Option<u32> {
-    // SAFETY: `work` is a valid `unwind_work` (caller's duty in the C API);
-    // `bit` is an aligned `int`, written with atomics by init and cancel.
-    let bit = unsafe { Atomic::from_ptr(&raw mut (*work).bit) }.load(Relaxed);
-    let bit = u32::try_from(bit)
-        .ok()
-        .filter(|&b| (b as usize) < NR_BITS)?;
-    (1usize << bit & RESERVED == 0).then_some(bit)
-}
-
-/// `unwind_deferred_init()`.
-pub(crate) fn init(work: *mut bindings::unwind_work, func: bindings::unwind_callback_t) -> Result {
-    // SAFETY: `work` is valid for writes and not registered (caller's duty).
-    unsafe {
-        work.write(bindings::unwind_work::default());
-        let list = &raw mut (*work).list;
-        (*list).next = list;
-        (*list).prev = list;
-        (*work).func = func;
-    }
+/// `unwind_deferred_init()`: register `work` to call `func`.
+///
+/// Fails with `EBUSY` when every callback bit is taken, or when `work` is
+/// registered already (it is left as it is).
+///
+/// # Safety
+///
+/// `work` stays valid until [`cancel`] has returned for it.
+pub(crate) unsafe fn init(work: &Work, func: bindings::unwind_callback_t) -> Result {
     let _lock = CallbackLock::lock();
+    let raw = work.as_raw();
+    // A registered work is in the table; re-initialising it would lose
+    // its bit while tasks may still have it set.
+    if WORKS.iter().any(|w| w.load(Relaxed) == raw) {
+        return Err(EBUSY);
+    }
     let mut used = REGISTERED.load(Relaxed);
     let bit = mask::alloc_bit(&mut used).ok_or(EBUSY)?;
+    // SAFETY: `work` is valid and not published, so nothing else reads it.
+    unsafe {
+        raw.write(bindings::unwind_work::default());
+        let list = &raw mut (*raw).list;
+        (*list).next = list;
+        (*list).prev = list;
+        (*raw).func = func;
+    }
     REGISTERED.store(used, Relaxed);
-    // SAFETY: As in `bit_of`.
-    unsafe { Atomic::from_ptr(&raw mut (*work).bit) }.store(bit as i32, Relaxed);
+    work.bit_cell().store(bit as i32, Relaxed);
     // Publish last: the task_work may call `func` as soon as it sees it.
-    WORKS[bit as usize].store(work, Release);
+    WORKS[bit as usize].store(raw, Release);
     Ok(())
 }
 
-/// `unwind_deferred_request()`: 0 if queued, 1 if already requested in
-/// this entry, or an error; `cookie` is set to the entry's cookie on
-/// success.
-pub(crate) fn request(work: *mut bindings::unwind_work, cookie_out: &mut u64) -> Result<i32> {
-    *cookie_out = 0;
+/// A successful request.
+pub(crate) struct Requested {
+    /// The kernel entry's cookie.
+    pub(crate) cookie: u64,
+    /// Already requested in this entry (pending, or called): the C API's 1.
+    pub(crate) already: bool,
+}
+
+/// `unwind_deferred_request()` for the current task `task`: its user stack
+/// will be handed to `work`'s callback before it returns to user space.
+///
+/// Any context: NMI, hardirq, softirq or task.  Fails with `EINVAL` for a
+/// kernel thread, an exiting task, a task not entered from user mode, or a
+/// cancelled work.
+pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
     // SAFETY: `unwind_user_from_user_mode()` has no preconditions: it only
     // reads current's saved entry registers, which every task has (a
     // kernel thread's are not user mode), and takes no lock (NMI-safe).
-    if task::current_refuses_work() || !unsafe { bindings::unwind_user_from_user_mode() } {
+    if task::refuses_work(task) || !unsafe { bindings::unwind_user_from_user_mode() } {
         return Err(EINVAL);
     }
     let mode = if in_nmi() {
@@ -138,57 +208,71 @@ pub(crate) fn request(work: *mut bindings::unwind_work, cookie_out: &mut u64) ->
     } else {
         NotifyMode::Resume
     };
-    let bit = bit_of(work).ok_or(EINVAL)?;
+    // The work's bit is read and set in this read-side section (NMI-safe;
+    // NMI and hardirq context are read-side sections anyway), so once
+    // `cancel()` has stored -1 and waited for a grace period, no request
+    // can set the bit any more, and a new work given the bit is never
+    // called for a request of the old one.
+    let _rcu = rcu::read_lock();
+    let bit = work.bit().ok_or(EINVAL)?;
+    let current = CurrentInfo::new(task);
 
-    let irq = local_interrupt_disable();
-    let info = Info::current();
-    *cookie_out = cookie::get(info, &irq);
-    match mask::request(&info.mask(), 1 << bit) {
-        Request::AlreadyRequested => Ok(1),
-        Request::Joined => Ok(0),
-        Request::QueueTaskWork => {
-            // SAFETY: `info.work()` was initialised by `task_init()`, is
-            // not queued (PENDING was clear), and lives as long as the
-            // task; the task is current, as NMI mode requires.
-            match unsafe { task_work::add(Task::current_raw(), info.work(), mode) } {
-                Ok(()) => Ok(0),
-                Err(e) => {
+    with_irqs_disabled(|irq_off| {
+        let cookie = cookie::get(current, irq_off);
+        let already = match mask::request(&current.info().mask(), 1 << bit) {
+            Request::AlreadyRequested => true,
+            Request::Joined => false,
+            Request::QueueTaskWork => {
+                // SAFETY: The task's `callback_head` was initialised by
+                // `task_init()` and lives as long as the task.  It is not
+                // queued: PENDING was clear, and it is set only here, just
+                // before queueing, and cleared by the task_work after
+                // `task_work_run()` took it off the list (the exit path
+                // cancels it while PF_EXITING, which refuses requests, is
+                // set).  `TWA_NMI_CURRENT` is for current, which it is.
+                if let Err(e) = unsafe { current.work().queue_on_current(mode) } {
                     // Cannot happen: current is not exiting.
-                    kernel::warn_on!(true);
-                    mask::queue_failed(&info.mask());
-                    Err(e)
+                    warn_on_once!(true);
+                    mask::queue_failed(&current.info().mask());
+                    return Err(e);
                 }
+                false
             }
-        }
-    }
+        };
+        Ok(Requested { cookie, already })
+    })
 }
 
-/// Run the requested callbacks of `task`, which is current.
-fn process(task: *mut bindings::task_struct) {
-    // SAFETY: `task` is current.
-    let info = unsafe { Info::of(task) };
-    let Some(mut bits) = mask::take_pending(&info.mask()) else {
-        kernel::warn_on!(true);
+/// Run the requested callbacks of the current task `task`.
+fn process(task: &CurrentTask) {
+    let current = CurrentInfo::new(task);
+    // Enter the read-side section before taking the bits: a bit taken
+    // here may belong to a work that `cancel()` is removing, and cancel
+    // gives the bit to a new work only after this section ends, so the
+    // new work is never called for the old one's request.
+    let _srcu = srcu().read_lock();
+    let Some(mut bits) = mask::take_pending(&current.info().mask()) else {
+        warn_on_once!(true);
         return;
     };
     // From here on every requested callback is called, with an empty trace
     // if the walk failed.
-    let trace = cache::user_faultable().unwrap_or(Trace {
-        entries: core::ptr::null_mut(),
-        nr: 0,
-    });
-    // SAFETY: `task` is current, alive throughout.
-    let completed = unsafe { Completed::of(info) };
+    let (mut st, _cache) = match cache::user_faultable(task) {
+        Ok((st, cache)) => (st, Some(cache)),
+        Err(_) => (
+            bindings::unwind_stacktrace {
+                nr: 0,
+                entries: core::ptr::null_mut(),
+            },
+            None,
+        ),
+    };
+    let completed = cache::completed(current);
     if let Some(c) = completed {
         bits &= !c.get();
     }
-    let cookie = cookie::read(info);
-    let mut st = bindings::unwind_stacktrace {
-        nr: trace.nr,
-        entries: trace.entries,
-    };
+    let cookie = cookie::read(current);
 
-    let _srcu = srcu().read_lock();
     while bits != 0 {
         let bit = bits.trailing_zeros();
         bits &= bits - 1;
@@ -197,10 +281,13 @@ fn process(task: *mut bindings::task_struct) {
             continue;
         }
         // SAFETY: A published work stays valid until its cancel returns,
-        // and cancel unpublishes it, then waits for this SRCU section.
+        // and cancel unpublishes it, then waits for this SRCU section.  Its
+        // `func` was written before it was published (type invariant of
+        // `Work`), and the acquire load above pairs with that release.
         if let Some(func) = unsafe { (*work).func } {
             // SAFETY: `func` is the callback registered with `work`; `st`
-            // is a valid trace for the duration of the call.
+            // is a valid trace for the duration of the call (its entries
+            // are in the cache, which lives until the task is freed).
             unsafe { func(work, &mut st, cookie) };
         }
         if let Some(c) = completed {
@@ -215,38 +302,36 @@ fn process(task: *mut bindings::task_struct) {
 ///
 /// Called only by `task_work_run()`, in the task that queued it.
 unsafe extern "C" fn task_work_fn(_head: *mut bindings::callback_head) {
-    process(Task::current_raw());
+    process(current!());
 }
 
-/// `unwind_deferred_task_exit()`: called by an exiting task, before it
-/// loses its mm, to run a pending request.
-pub(crate) fn task_exit(task: *mut bindings::task_struct) {
-    let info = Info::current();
-    if !mask::is_pending(&info.mask()) {
+/// `unwind_deferred_task_exit()`: the exiting current task `task` runs a
+/// pending request while it still has its mm.
+pub(crate) fn task_exit(task: &CurrentTask) {
+    let current = CurrentInfo::new(task);
+    if !mask::is_pending(&current.info().mask()) {
         return;
     }
     process(task);
-    // SAFETY: `task` is current; its `callback_head` is valid.
-    unsafe { task_work::cancel(task, info.work()) };
+    // SAFETY: `task` is current, hence valid.
+    unsafe { current.work().cancel(task.as_ptr()) };
 }
 
-/// `unwind_deferred_cancel()`.
-pub(crate) fn cancel(work: *mut bindings::unwind_work) {
-    if work.is_null() {
-        return;
-    }
+/// `unwind_deferred_cancel()`: unregister `work`.  Process context.
+pub(crate) fn cancel(work: &Work) {
     let _lock = CallbackLock::lock();
-    let Some(bit) = bit_of(work) else {
+    let Some(bit) = work.bit() else {
         return;
     };
-    if WORKS[bit as usize].load(Relaxed) != work {
+    if WORKS[bit as usize].load(Relaxed) != work.as_raw() {
         return;
     }
     WORKS[bit as usize].store(core::ptr::null_mut(), Relaxed);
-    // No more requests from this work.
-    // SAFETY: As in `bit_of`.
-    unsafe { Atomic::from_ptr(&raw mut (*work).bit) }.store(-1, Relaxed);
-    // Wait for task_works that may have seen the work.
+    // No more requests from this work ...
+    work.bit_cell().store(-1, Relaxed);
+    // ... once those in flight are done (they read the bit under RCU) ...
+    rcu::synchronize_rcu();
+    // ... and no task_work that may have taken the bit is still running.
     srcu().synchronize();
     clear_bit_everywhere(bit);
     // Only now may the bit be given to a new callback.
@@ -286,7 +371,7 @@ pub(crate) unsafe fn task_init(task: *mut bindings::task_struct) {
     unsafe {
         let info = Info::of(task);
         info.as_ptr().write(bindings::unwind_task_info::default());
-        task_work::init(info.work(), Some(task_work_fn));
+        TaskWork::from_raw(info.work_ptr()).init(task_work_fn);
     }
 }
 
@@ -300,7 +385,7 @@ pub(crate) unsafe fn task_free(task: *mut bindings::task_struct) {
     unsafe {
         let info = Info::of(task);
         cache::free(info);
-        task_work::cancel(task, info.work());
+        TaskWork::from_raw(info.work_ptr()).cancel(task);
     }
 }
 
@@ -308,7 +393,8 @@ pub(crate) unsafe fn task_free(task: *mut bindings::task_struct) {
 #[kunit_tests(unwind_rust_deferred)]
 mod tests {
     //! Registration, requests and cancel, from the KUnit kernel thread.
-    //! (Requests from user tasks are covered by the selftests.)
+    //! (Requests from user tasks, in NMI, hardirq and task context, are
+    //! covered by the selftests through CONFIG_UNWIND_DEFERRED_TEST.)
     use super::*;
     use crate::logic::mask::{MaskWord, PENDING};
 
@@ -328,8 +414,23 @@ mod tests {
         LAST_NR.store(unsafe { (*trace).nr }, Relaxed);
     }
 
-    fn new_work() -> Result<KBox<bindings::unwind_work>> {
-        Ok(KBox::new(bindings::unwind_work::default(), GFP_KERNEL)?)
+    /// A registered work, cancelled when dropped (before it is freed).
+    struct Registered(KBox<Work>);
+
+    impl Registered {
+        fn new() -> Result<Self> {
+            let w = KBox::new(Work::new(), GFP_KERNEL)?;
+            // SAFETY: `w` is boxed and cancelled in `drop` before it is
+            // freed.
+            unsafe { init(&w, Some(count_calls)) }?;
+            Ok(Registered(w))
+        }
+    }
+
+    impl Drop for Registered {
+        fn drop(&mut self) {
+            cancel(&self.0);
+        }
     }
 
     fn registered() -> u32 {
@@ -338,12 +439,8 @@ mod tests {
 
     #[test]
     fn request_from_kernel_thread_is_refused() -> Result {
-        let mut w = new_work()?;
-        init(&mut *w, Some(count_calls))?;
-        let mut cookie = 1;
-        assert_eq!(request(&mut *w, &mut cookie), Err(EINVAL));
-        assert_eq!(cookie, 0);
-        cancel(&mut *w);
+        let w = Registered::new()?;
+        assert!(matches!(request(current!(), &w.0), Err(e) if e == EINVAL));
         Ok(())
     }
 
@@ -352,9 +449,8 @@ mod tests {
         let before = REGISTERED.load(Relaxed);
         let mut works = KVec::new();
         loop {
-            let mut w = new_work()?;
-            match init(&mut *w, Some(count_calls)) {
-                Ok(()) => works.push(w, GFP_KERNEL)?,
+            match Registered::new() {
+                Ok(w) => works.push(w, GFP_KERNEL)?,
                 Err(e) => {
                     assert_eq!(e, EBUSY);
                     break;
@@ -365,37 +461,37 @@ mod tests {
         // registered (perf has one).
         assert_eq!(works.len() as u32, usize::BITS - before.count_ones());
         assert_eq!(REGISTERED.load(Relaxed), usize::MAX);
+        // A registered work cannot be registered again.
+        // SAFETY: `works[0]` is registered and stays valid.
+        assert_eq!(unsafe { init(&works[0].0, Some(count_calls)) }, Err(EBUSY));
         // A cancelled bit is given to the next registration.
-        let bit = bit_of(&mut *works[5]).ok_or(EINVAL)?;
-        cancel(&mut *works[5]);
-        let mut w = new_work()?;
-        init(&mut *w, Some(count_calls))?;
-        assert_eq!(bit_of(&mut *w), Some(bit));
-        cancel(&mut *w);
-        for w in works.iter_mut() {
-            cancel(&mut **w);
-        }
+        let bit = works[5].0.bit().ok_or(EINVAL)?;
+        works.remove(5)?;
+        let w = Registered::new()?;
+        assert_eq!(w.0.bit(), Some(bit));
+        drop(w);
+        works.clear();
         assert_eq!(REGISTERED.load(Relaxed), before);
         Ok(())
     }
 
     #[test]
     fn cancel_clears_the_bit_everywhere() -> Result {
-        let mut w = new_work()?;
-        init(&mut *w, Some(count_calls))?;
-        let bit = bit_of(&mut *w).ok_or(EINVAL)?;
+        let w = KBox::new(Work::new(), GFP_KERNEL)?;
+        // SAFETY: `w` is cancelled below, before it is freed.
+        unsafe { init(&w, Some(count_calls)) }?;
+        let bit = w.bit().ok_or(EINVAL)?;
         let n = registered();
-        let m = Info::current().mask();
+        let m = CurrentInfo::new(current!()).info().mask();
         m.fetch_or(1 << bit);
-        cancel(&mut *w);
+        cancel(&w);
         assert_eq!(m.load() & (1 << bit), 0);
-        assert_eq!(bit_of(&mut *w), None);
+        assert_eq!(w.bit(), None);
         assert!(WORKS[bit as usize].load(Relaxed).is_null());
         assert_eq!(registered(), n - 1);
         // A cancelled work cannot request, and a second cancel is harmless.
-        let mut cookie = 1;
-        assert_eq!(request(&mut *w, &mut cookie), Err(EINVAL));
-        cancel(&mut *w);
+        assert!(request(current!(), &w).is_err());
+        cancel(&w);
         assert_eq!(registered(), n - 1);
         Ok(())
     }
@@ -403,7 +499,8 @@ mod tests {
     #[test]
     fn request_states_on_a_task_mask() {
         // The bitmask rules on a real `atomic_long_t`, with the kernel's
-        // atomics: queue, join, already requested, task_work, reset.
+        // atomics: queue, join, already requested, task_work; then what
+        // unwind_reset_info() does on the way to user space.
         let mut ti = bindings::unwind_task_info::default();
         // SAFETY: `ti` outlives `info`.
         let info = unsafe { Info::from_raw(&mut ti) };
@@ -412,25 +509,23 @@ mod tests {
         assert_eq!(mask::request(&m, a), Request::QueueTaskWork);
         assert_eq!(mask::request(&m, a), Request::AlreadyRequested);
         assert_eq!(mask::request(&m, b), Request::Joined);
-        assert!(!mask::reset(&m));
         assert_eq!(mask::take_pending(&m), Some(a | b));
+        assert_eq!(mask::take_pending(&m), None);
         assert_eq!(mask::request(&m, b), Request::AlreadyRequested);
-        assert!(mask::reset(&m));
-        assert_eq!(m.load(), 0);
+        m.store(0);
         assert_eq!(mask::request(&m, b), Request::QueueTaskWork);
     }
 
     #[test]
     fn pending_callback_runs_once_even_without_a_trace() -> Result {
-        let mut w = new_work()?;
-        init(&mut *w, Some(count_calls))?;
-        let bit = bit_of(&mut *w).ok_or(EINVAL)?;
-        let m = Info::current().mask();
+        let w = Registered::new()?;
+        let bit = w.0.bit().ok_or(EINVAL)?;
+        let m = CurrentInfo::new(current!()).info().mask();
         let saved = m.load();
         CALLS.store(0, Relaxed);
         // As if a request had been made: PENDING and the work's bit.
         m.fetch_or(PENDING | 1 << bit);
-        process(Task::current_raw());
+        process(current!());
         // A kernel thread has no user stack: the callback gets an empty
         // trace, but it is called, exactly once.
         assert_eq!(CALLS.load(Relaxed), 1);
@@ -438,7 +533,6 @@ mod tests {
         assert_eq!(m.load() & PENDING, 0);
         assert_ne!(m.load() & (1 << bit), 0);
         m.store(saved);
-        cancel(&mut *w);
         Ok(())
     }
 }

@@ -6,7 +6,8 @@
 //! contracts are upstream's.  The signatures are checked against the C
 //! prototypes (through `bindings`) at compile time, at the end of the file.
 
-use crate::{cache, deferred, walk};
+use crate::deferred::{self, Work};
+use crate::{cache, walk};
 use core::ffi::{c_int, c_uint};
 use kernel::{bindings, prelude::*};
 
@@ -51,13 +52,12 @@ pub unsafe extern "C" fn unwind_user(
 /// that may fault and sleep.
 #[no_mangle]
 pub unsafe extern "C" fn unwind_user_faultable(trace: *mut bindings::unwind_stacktrace) -> c_int {
-    match cache::user_faultable() {
-        Ok(t) => {
-            // SAFETY: `trace` is valid (caller's duty).
-            unsafe {
-                (*trace).entries = t.entries;
-                (*trace).nr = t.nr;
-            }
+    match cache::user_faultable(current!()) {
+        Ok((t, _cache)) => {
+            // SAFETY: `trace` is valid (caller's duty).  `t.entries` points
+            // into the task's cache, which lives until the task is freed
+            // and holds this trace until the task returns to user space.
+            unsafe { trace.write(t) };
             0
         }
         Err(e) => e.to_errno(),
@@ -65,7 +65,8 @@ pub unsafe extern "C" fn unwind_user_faultable(trace: *mut bindings::unwind_stac
 }
 
 /// `unwind_deferred_init()`: register `work` with callback `func`.  Returns
-/// 0, or `-EBUSY` when all callback bits are taken.
+/// 0, or `-EBUSY` when all callback bits are taken or `work` is registered
+/// already.
 ///
 /// # Safety
 ///
@@ -76,7 +77,9 @@ pub unsafe extern "C" fn unwind_deferred_init(
     work: *mut bindings::unwind_work,
     func: bindings::unwind_callback_t,
 ) -> c_int {
-    match deferred::init(work, func) {
+    // SAFETY: `work` is valid until it is cancelled (caller's duty), which
+    // is also what `init` requires.
+    match unsafe { deferred::init(Work::from_raw(work), func) } {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
@@ -98,14 +101,15 @@ pub unsafe extern "C" fn unwind_deferred_request(
     work: *mut bindings::unwind_work,
     cookie: *mut u64,
 ) -> c_int {
-    let mut c = 0;
-    let r = deferred::request(work, &mut c);
+    // SAFETY: `work` is valid for the call (caller's duty).
+    let r = deferred::request(current!(), unsafe { Work::from_raw(work) });
+    let (c, ret) = match r {
+        Ok(r) => (r.cookie, c_int::from(r.already)),
+        Err(e) => (0, e.to_errno()),
+    };
     // SAFETY: `cookie` is valid (caller's duty).
     unsafe { cookie.write(c) };
-    match r {
-        Ok(v) => v,
-        Err(e) => e.to_errno(),
-    }
+    ret
 }
 
 /// `unwind_deferred_cancel()`: unregister `work`.  Waits for running
@@ -118,7 +122,10 @@ pub unsafe extern "C" fn unwind_deferred_request(
 /// `work` must be null or valid.  Process context (sleeps).
 #[no_mangle]
 pub unsafe extern "C" fn unwind_deferred_cancel(work: *mut bindings::unwind_work) {
-    deferred::cancel(work)
+    if !work.is_null() {
+        // SAFETY: `work` is valid for the call (caller's duty).
+        deferred::cancel(unsafe { Work::from_raw(work) })
+    }
 }
 
 /// `unwind_deferred_task_exit()`: run a pending request of the exiting
@@ -129,7 +136,11 @@ pub unsafe extern "C" fn unwind_deferred_cancel(work: *mut bindings::unwind_work
 /// `task` must be current, exiting, and still have its mm.
 #[no_mangle]
 pub unsafe extern "C" fn unwind_deferred_task_exit(task: *mut bindings::task_struct) {
-    deferred::task_exit(task)
+    let current = current!();
+    if warn_on_once!(current.as_ptr() != task) {
+        return;
+    }
+    deferred::task_exit(current)
 }
 
 /// `unwind_task_init()`: initialise a new task's unwind state.

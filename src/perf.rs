@@ -29,22 +29,15 @@
 //!   the task's events, so samples taken just before exit keep their record
 //!   on per-task events (`do_exit()`).
 
-use crate::deferred;
+use crate::deferred::{self, Work};
 use core::{
     ffi::c_void,
     mem::{size_of, size_of_val, MaybeUninit},
 };
-use kernel::{bindings, ffi::c_ulong, task::Task, types::Opaque};
+use kernel::{bindings, ffi::c_ulong, prelude::*};
 
 /// perf's registration with the deferred unwinder.
-struct PerfWork(Opaque<bindings::unwind_work>);
-
-// SAFETY: The `unwind_work` is only handed, by pointer, to the deferred
-// unwinder, which serialises its registration with a mutex and reads it
-// with atomics and under SRCU; nothing here accesses it directly.
-unsafe impl Sync for PerfWork {}
-
-static PERF_WORK: PerfWork = PerfWork(Opaque::uninit());
+static PERF_WORK: Work = Work::new();
 
 /// The fixed part of `PERF_RECORD_CALLCHAIN_DEFERRED`.
 #[repr(C)]
@@ -81,35 +74,28 @@ pub unsafe extern "C" fn perf_callchain_rust(
     // SAFETY: `event` is a valid, active event (caller's duty); its `attr`
     // never changes after creation.
     let attr = unsafe { &(*event).attr };
-    let cur = Task::current_raw();
+    let task = current!();
     // SAFETY: An active event has a context; its `task` is fixed for the
     // context's life (null for a per-CPU context).
     let ctx_task = unsafe { (*(*event).ctx).task };
 
-    // SAFETY: `current`'s `mm` and `flags` are only changed by current
-    // itself, which is not running anything else while it is sampled.
-    let (mm, flags) = unsafe { ((*cur).mm, (*cur).flags) };
-
     let kernel = attr.exclude_callchain_kernel() == 0;
-    // `is_user_task(current)`, and upstream's later `current->mm` check.
+    // SAFETY: `current` is valid; `is_user_task()` reads its `mm` and
+    // `flags`, which only current itself changes.
     let user = attr.exclude_callchain_user() == 0
-        && !mm.is_null()
-        && flags & (bindings::PF_KTHREAD | bindings::PF_USER_WORKER) == 0;
+        && unsafe { bindings::unwind_user_is_user_task(task.as_ptr()) };
     // Cross-task user callchains are never taken.
-    let crosstask = !ctx_task.is_null() && ctx_task != cur;
+    let crosstask = !ctx_task.is_null() && ctx_task != task.as_ptr();
 
     if !kernel && !user {
         return core::ptr::null_mut();
     }
 
-    let mut cookie = 0;
-    if !(user
-        && !crosstask
-        && attr.defer_callchain() != 0
-        && deferred::request(PERF_WORK.0.get(), &mut cookie).is_ok())
-    {
-        cookie = 0;
-    }
+    let cookie = if user && !crosstask && attr.defer_callchain() != 0 {
+        deferred::request(task, &PERF_WORK).map_or(0, |r| r.cookie)
+    } else {
+        0
+    };
 
     // SAFETY: Called from the sample path as `get_perf_callchain()`
     // requires; `regs` are the sample's (caller's duty).
@@ -220,11 +206,12 @@ unsafe extern "C" fn deferred_callback(
 /// Register perf's deferred callback.  Called once, by `perf_event_init()`.
 #[no_mangle]
 pub extern "C" fn perf_callchain_deferred_init() {
-    // perf registers first and only once: a bit is always free.  Like
-    // upstream, a failure only means no deferred callchains.
-    if deferred::init(PERF_WORK.0.get(), Some(deferred_callback)).is_err() {
-        kernel::warn_on!(true);
-    }
+    // perf registers first, so a bit is free; a second call finds the
+    // work registered and changes nothing.  Like upstream, a failure only
+    // means no deferred callchains.
+    // SAFETY: `PERF_WORK` is static, valid forever.
+    let r = unsafe { deferred::init(&PERF_WORK, Some(deferred_callback)) };
+    warn_on_once!(r.is_err());
 }
 
 // Each function has the type of its C prototype.

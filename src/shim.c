@@ -17,7 +17,7 @@
 /* The per-CPU counter of context cookies (see cookie.rs). */
 DEFINE_PER_CPU(u32, unwind_ctx_ctr);
 /* Readers: the task_work calling callbacks.  Writer: cancel. */
-DEFINE_STATIC_SRCU(unwind_srcu);
+DEFINE_SRCU(unwind_srcu);
 /* Guards registering and cancelling callbacks. */
 DEFINE_MUTEX(unwind_callback_mutex);
 
@@ -42,6 +42,9 @@ int unwind_user_get_regs(struct unwind_user_regs *r)
 	r->sp = user_stack_pointer(regs);
 	r->fp = frame_pointer(regs);
 	r->at_function_entry = unwind_user_at_function_start(regs);
+	r->fp_frame = (struct unwind_user_frame){ ARCH_INIT_USER_FP_FRAME(r->ws) };
+	r->entry_frame =
+		(struct unwind_user_frame){ ARCH_INIT_USER_FP_ENTRY_FRAME(r->ws) };
 	r->user_limit = unwind_user_limit(regs);
 	return unwind_user_segment_bases(regs, &r->cs_base, &r->ss_base);
 }
@@ -50,6 +53,12 @@ int unwind_user_get_regs(struct unwind_user_regs *r)
 bool unwind_user_from_user_mode(void)
 {
 	return user_mode(task_pt_regs(current));
+}
+
+/* is_user_task(), for Rust (a static inline). */
+bool unwind_user_is_user_task(struct task_struct *task)
+{
+	return is_user_task(task);
 }
 
 /**

@@ -1,12 +1,30 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Access to the current task's `struct unwind_task_info`.
+//! Access to a task's `struct unwind_task_info`.
+//!
+//! Who touches what, and how:
+//!
+//! - `unwind_mask`: the task, interrupts and NMIs on its CPU (requests), and
+//!   cancel on any CPU; every access is an atomic operation ([`Mask`]);
+//! - `id` (the cookie): the task and interrupts and NMIs on its CPU, with
+//!   atomics (see [`crate::cookie`]); zeroed by the return to user space;
+//! - `cache`: the pointer is written by the task itself (first use) and by
+//!   `unwind_task_free()`; in the cache, `nr_entries` and the entries are
+//!   the task's alone, `unwind_completed` is also cleared by cancel on
+//!   other CPUs, with atomic bit operations (see [`crate::cache`]);
+//! - `work`: the task_work API.
+//!
+//! [`Info`] names the state of any task and gives only what is safe for
+//! any CPU to do with it; [`CurrentInfo`] is the state of the current task,
+//! borrowed for no longer than the code runs in that task.
 
 use crate::logic::mask::MaskWord;
-use kernel::{bindings, task::Task};
-
-/// `PF_KTHREAD | PF_EXITING`.
-const NO_USER_WORK: u32 = bindings::PF_KTHREAD | bindings::PF_EXITING;
+use core::marker::PhantomData;
+use kernel::{
+    bindings,
+    task::CurrentTask,
+    task_work::TaskWork,
+};
 
 /// The unwind state of one task: `&task->unwind_info`.
 ///
@@ -17,16 +35,6 @@ const NO_USER_WORK: u32 = bindings::PF_KTHREAD | bindings::PF_EXITING;
 pub(crate) struct Info(*mut bindings::unwind_task_info);
 
 impl Info {
-    /// The current task's state.
-    #[inline]
-    pub(crate) fn current() -> Self {
-        let t = Task::current_raw();
-        // INVARIANT: `current` outlives anything its own code creates.
-        // SAFETY: `t` is the valid current task; only the field address is
-        // taken.
-        Info(unsafe { &raw mut (*t).unwind_info })
-    }
-
     /// The state of `task`.
     ///
     /// # Safety
@@ -39,7 +47,7 @@ impl Info {
         Info(unsafe { &raw mut (*task).unwind_info })
     }
 
-    /// The state at `p`.
+    /// The state at `p`, which need not be in a task (tests).
     ///
     /// # Safety
     ///
@@ -68,28 +76,16 @@ impl Info {
     /// The task's unwind cache, or null.
     #[inline]
     pub(crate) fn cache_ptr(self) -> *mut bindings::unwind_cache {
-        // SAFETY: By the type invariant `self.0` is valid.  Only the task
-        // itself (and `unwind_task_init/free`, when nothing else can run)
-        // writes the pointer.
-        unsafe { (*self.0).cache }
-    }
-
-    /// Set the task's unwind cache pointer.
-    ///
-    /// # Safety
-    ///
-    /// Called by the task itself on its own state, or when no other code can
-    /// look at the task.
-    #[inline]
-    pub(crate) unsafe fn set_cache_ptr(self, cache: *mut bindings::unwind_cache) {
-        // SAFETY: By the type invariant `self.0` is valid; exclusive access
-        // is guaranteed by the caller.
-        unsafe { (*self.0).cache = cache }
+        // SAFETY: By the type invariant `self.0` is valid.  The pointer is
+        // an aligned word, written only by the task itself (once, from null
+        // to a cache that then lives until the task is freed) and by
+        // `unwind_task_free()` when no one else looks at the task.
+        unsafe { (&raw const (*self.0).cache).read_volatile() }
     }
 
     /// The task's `callback_head` for the deferred task_work.
     #[inline]
-    pub(crate) fn work(self) -> *mut bindings::callback_head {
+    pub(crate) fn work_ptr(self) -> *mut bindings::callback_head {
         // SAFETY: By the type invariant `self.0` is valid.
         unsafe { &raw mut (*self.0).work }
     }
@@ -102,20 +98,70 @@ impl Info {
     }
 }
 
-/// Whether current may not get deferred work: a kernel thread, or a task
-/// that is exiting (its task_work may never run again).
-#[inline]
-pub(crate) fn current_refuses_work() -> bool {
-    // SAFETY: `current` is valid; `flags` of current is only changed by
-    // current itself.
-    unsafe { (*Task::current_raw()).flags & NO_USER_WORK != 0 }
+/// The current task's unwind state, for as long as `'a`: the lifetime of
+/// a borrow of the [`CurrentTask`], so it cannot leave the task's context.
+#[derive(Clone, Copy)]
+pub(crate) struct CurrentInfo<'a> {
+    info: Info,
+    _task: PhantomData<&'a CurrentTask>,
 }
 
-/// Whether current has an mm (user memory to read).
+impl<'a> CurrentInfo<'a> {
+    /// The state of `task`, the current task.
+    #[inline]
+    pub(crate) fn new(task: &'a CurrentTask) -> Self {
+        // INVARIANT: A `&CurrentTask` is only valid in the task's context,
+        // where the task is alive.
+        // SAFETY: As above, `task` is valid for `'a`.
+        let info = unsafe { Info::of(task.as_ptr()) };
+        CurrentInfo {
+            info,
+            _task: PhantomData,
+        }
+    }
+
+    /// What any CPU may use.
+    #[inline]
+    pub(crate) fn info(self) -> Info {
+        self.info
+    }
+
+    /// The task's `callback_head` for the deferred task_work.
+    #[inline]
+    pub(crate) fn work(self) -> &'a TaskWork {
+        // SAFETY: The field lives as long as the task, which is current for
+        // `'a`; it is used only through the task_work API.
+        unsafe { TaskWork::from_raw(self.info.work_ptr()) }
+    }
+
+    /// Set the task's cache pointer (from null, once).
+    #[inline]
+    pub(crate) fn set_cache_ptr(self, cache: *mut bindings::unwind_cache) {
+        // SAFETY: The task is current (type invariant of `CurrentInfo`),
+        // and only the task itself and `unwind_task_free()` (once no one
+        // else can look at the task) write the pointer.
+        unsafe { (&raw mut (*self.info.0).cache).write_volatile(cache) }
+    }
+}
+
+/// `PF_KTHREAD | PF_EXITING`.
+const NO_USER_WORK: u32 = bindings::PF_KTHREAD | bindings::PF_EXITING;
+
+/// Whether `task` (current) may not get deferred work: a kernel thread, or
+/// a task that is exiting (its task_work may never run again).
 #[inline]
-pub(crate) fn current_has_mm() -> bool {
-    // SAFETY: `current->mm` is only changed by current itself.
-    unsafe { !(*Task::current_raw()).mm.is_null() }
+pub(crate) fn refuses_work(task: &CurrentTask) -> bool {
+    // SAFETY: `task` is current and valid; only current changes its own
+    // `flags` (besides atomic flag updates of unrelated bits by others,
+    // which a plain read of the word tolerates as upstream's does).
+    unsafe { (*task.as_ptr()).flags & NO_USER_WORK != 0 }
+}
+
+/// Whether `task` (current) has an mm (user memory to read).
+#[inline]
+pub(crate) fn has_mm(task: &CurrentTask) -> bool {
+    // SAFETY: `task` is current; only current changes its own `mm`.
+    unsafe { !(*task.as_ptr()).mm.is_null() }
 }
 
 /// A task's `atomic_long_t unwind_mask`, with the kernel's atomic ops.

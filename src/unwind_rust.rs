@@ -25,6 +25,20 @@
 //! Deliberate differences from upstream C, all at the edges of the
 //! contract, are listed in the module that makes them.
 
+/// `WARN_ON_ONCE()`: warn the first time `cond` is true at this place;
+/// evaluates to `cond`.
+macro_rules! warn_on_once {
+    ($cond:expr) => {{
+        let cond = $cond;
+        if cond {
+            const FLAGS: u32 = kernel::bug::bugflag_taint(kernel::bindings::TAINT_WARN)
+                | kernel::bindings::BUGFLAG_ONCE;
+            kernel::warn_flags!(file!(), FLAGS);
+        }
+        cond
+    }};
+}
+
 pub mod logic;
 
 mod cache;

@@ -4,13 +4,18 @@
 //!
 //! The rules are in [`crate::logic::walk`]; this file supplies the start
 //! (the task's user registers, word size, segment bases and the
-//! function-entry test, read by `unwind_user_get_regs()` in `shim.c` with
-//! upstream's arch hooks) and the memory (one `get_user()` per word, so
-//! every read is checked against the user address range and may fail
-//! instead of faulting).
+//! function-entry test and the arch's frame rules, read by
+//! `unwind_user_get_regs()` in `shim.c` with upstream's arch hooks and
+//! macros) and the memory (each word read with `copy_from_user()`, so every
+//! read is checked against the user address range and fails instead of
+//! faulting).
 
-use crate::logic::walk::{self as rules, Stop, UserMemory, UserRegs, WordSize};
-use kernel::{bindings, prelude::*, uaccess::UserPtr, user_word};
+use crate::logic::walk::{self as rules, FrameRule, Stop, UserMemory, UserRegs, WordSize};
+use kernel::{
+    bindings,
+    prelude::*,
+    uaccess::{UserPtr, UserSlice},
+};
 
 /// The current task's user memory, read one word at a time.
 struct CurrentUserMemory;
@@ -19,11 +24,17 @@ impl UserMemory for CurrentUserMemory {
     #[inline]
     fn read_word(&mut self, addr: u64, ws: WordSize) -> Option<u64> {
         let addr = UserPtr::from_addr(usize::try_from(addr).ok()?);
+        let mut r = UserSlice::new(addr, ws.bytes() as usize).reader();
         match ws {
-            WordSize::W8 => user_word::read::<u64>(addr).ok(),
-            WordSize::W4 => user_word::read::<u32>(addr).ok().map(u64::from),
+            WordSize::W8 => r.read::<u64>().ok(),
+            WordSize::W4 => r.read::<u32>().ok().map(u64::from),
         }
     }
+}
+
+/// The arch's rule, as `unwind_user_get_regs()` read it from its macros.
+fn rule(f: &bindings::unwind_user_frame) -> FrameRule {
+    FrameRule::new(f.cfa_off, f.ra_off, f.fp_off, f.use_fp)
 }
 
 /// Where a walk of the current task starts, or `None` if it has no user
@@ -48,6 +59,8 @@ pub(crate) fn current_regs() -> Option<UserRegs> {
         cs_base: r.cs_base as u64,
         ss_base: r.ss_base as u64,
         user_limit: r.user_limit as u64,
+        fp_frame: rule(&r.fp_frame),
+        entry_frame: rule(&r.entry_frame),
     })
 }
 
@@ -75,7 +88,7 @@ mod tests {
     //! The walk rules, run inside the kernel on made-up stacks (the same
     //! cases as the host tests), and `unwind_user()` from a kernel thread.
     use super::*;
-    use crate::logic::walk::{walk, Stop, UserMemory, UserRegs, WordSize};
+    use crate::logic::walk::{walk, FrameRule, Stop, UserMemory, UserRegs, WordSize};
 
     const LIMIT: u64 = 0x0000_7fff_ffff_f000;
 
@@ -94,6 +107,7 @@ mod tests {
     }
 
     fn regs(ip: u64, sp: u64, fp: u64, ws: WordSize) -> UserRegs {
+        let w = ws.bytes() as i32;
         UserRegs {
             ip,
             sp,
@@ -103,6 +117,8 @@ mod tests {
             cs_base: 0,
             ss_base: 0,
             user_limit: if ws == WordSize::W8 { LIMIT } else { 1 << 32 },
+            fp_frame: FrameRule::new(2 * w, -w, -2 * w, true),
+            entry_frame: FrameRule::new(w, -w, 0, false),
         }
     }
 

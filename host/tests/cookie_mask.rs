@@ -48,15 +48,15 @@ fn request_states() {
     assert_eq!(mask::request(&m, b), Request::Joined);
     assert!(mask::is_pending(&m));
     // Return to user is refused while the task_work is pending.
-    assert!(!mask::reset(&m));
+    assert!(!common::unwind_reset_info(&m));
     assert_eq!(mask::take_pending(&m), Some(a | b));
     assert_eq!(mask::take_pending(&m), None);
     mask::mark_used(&m);
     // After the callbacks ran, the same entry answers "already".
     assert_eq!(mask::request(&m, a), Request::AlreadyRequested);
-    assert!(mask::reset(&m));
+    assert!(common::unwind_reset_info(&m));
     assert_eq!(m.load(), 0);
-    assert!(!mask::reset(&m));
+    assert!(!common::unwind_reset_info(&m));
     // New entry: queue again.
     assert_eq!(mask::request(&m, b), Request::QueueTaskWork);
     mask::queue_failed(&m);

@@ -105,7 +105,7 @@ impl Task {
     /// The return to user space: `unwind_reset_info()`.
     fn return_to_user(&self) {
         let before = self.mask.load();
-        if mask::reset(&self.mask) {
+        if common::unwind_reset_info(&self.mask) {
             // Property 4.
             self.completed.store(0, SeqCst);
         } else if before & PENDING != 0 {

@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use unwind_logic::walk::{walk, Stop, UserMemory, UserRegs, WordSize};
+use unwind_logic::walk::{walk, FrameRule, Stop, UserMemory, UserRegs, WordSize};
 
 const LIMIT64: u64 = 0x0000_7fff_ffff_f000;
 const LIMIT32: u64 = 1 << 32;
@@ -35,7 +35,10 @@ impl UserMemory for Mem {
     }
 }
 
+/// x86's rules (`ARCH_INIT_USER_FP_FRAME()`, `ARCH_INIT_USER_FP_ENTRY_FRAME()`
+/// in arch/x86/include/asm/unwind_user.h), as the kernel passes them.
 fn regs(ip: u64, sp: u64, fp: u64, ws: WordSize) -> UserRegs {
+    let w = ws.bytes() as i32;
     UserRegs {
         ip,
         sp,
@@ -45,6 +48,8 @@ fn regs(ip: u64, sp: u64, fp: u64, ws: WordSize) -> UserRegs {
         cs_base: 0,
         ss_base: 0,
         user_limit: if ws == WordSize::W8 { LIMIT64 } else { LIMIT32 },
+        fp_frame: FrameRule::new(2 * w, -w, -2 * w, true),
+        entry_frame: FrameRule::new(w, -w, 0, false),
     }
 }
 

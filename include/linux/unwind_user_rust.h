@@ -13,6 +13,7 @@
 #include <linux/types.h>
 #include <linux/percpu-defs.h>
 #include <linux/perf_event.h>
+#include <linux/unwind_user_types.h>
 
 struct srcu_struct;
 struct mutex;
@@ -26,6 +27,9 @@ struct task_struct;
  * @cs_base:	linear base of the code segment, 0 unless compat with an LDT
  * @ss_base:	linear base of the stack segment, 0 unless compat with an LDT
  * @user_limit:	return addresses at or above this are not user addresses
+ * @fp_frame:	the arch's frame-pointer frame (ARCH_INIT_USER_FP_FRAME)
+ * @entry_frame: the frame at a function's first instruction
+ *		(ARCH_INIT_USER_FP_ENTRY_FRAME)
  * @ws:		word size: 8, or 4 for a compat task
  * @at_function_entry: the topmost frame is at a function's first instruction
  */
@@ -36,12 +40,15 @@ struct unwind_user_regs {
 	unsigned long	cs_base;
 	unsigned long	ss_base;
 	unsigned long	user_limit;
+	struct unwind_user_frame fp_frame;
+	struct unwind_user_frame entry_frame;
 	unsigned int	ws;
 	bool		at_function_entry;
 };
 
 int unwind_user_get_regs(struct unwind_user_regs *regs);
 bool unwind_user_from_user_mode(void);
+bool unwind_user_is_user_task(struct task_struct *task);
 typedef void (*unwind_thread_fn)(struct task_struct *t, void *data);
 void unwind_user_visit_threads(unwind_thread_fn fn, void *data);
 

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Execution context queries.
+//! Execution context queries, and interrupts disabled from any context.
 //!
-//! C header: [`include/linux/preempt.h`](srctree/include/linux/preempt.h)
+//! C header: [`include/linux/preempt.h`](srctree/include/linux/preempt.h),
+//! [`include/linux/irqflags.h`](srctree/include/linux/irqflags.h)
+
+use crate::interrupt::{local_interrupt_disable, LocalInterruptDisabled};
 
 /// Whether the current CPU is handling a non-maskable interrupt.
 ///
@@ -13,4 +16,49 @@
 pub fn in_nmi() -> bool {
     // SAFETY: `in_nmi()` only reads the current CPU's preempt count.
     unsafe { crate::bindings::in_nmi() }
+}
+
+/// Whether local interrupts are disabled on the current CPU.
+///
+/// Always true in hardirq and NMI context.
+#[inline]
+pub fn irqs_disabled() -> bool {
+    // SAFETY: `irqs_disabled()` only reads the CPU's interrupt flag.
+    unsafe { crate::bindings::irqs_disabled() }
+}
+
+/// Call `f` with local interrupts disabled, from any context, NMI included.
+///
+/// If interrupts are already disabled (hardirq and NMI context, or a
+/// caller that disabled them), `f` runs as it is and nothing is changed;
+/// otherwise (task or softirq context) they are disabled for the call with
+/// [`local_interrupt_disable`].  Unlike a bare `local_interrupt_disable()`,
+/// which must not be called in NMI context (it `WARN`s, and the flags it
+/// saves in a per-CPU slot would clobber those of the code the NMI
+/// interrupted), this never touches the interrupt state of an NMI.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::preempt::{irqs_disabled, with_irqs_disabled};
+///
+/// let was = irqs_disabled();
+/// let inside = with_irqs_disabled(|_token| irqs_disabled());
+/// assert!(inside);
+/// assert_eq!(irqs_disabled(), was);
+/// ```
+#[inline]
+pub fn with_irqs_disabled<R>(f: impl FnOnce(&LocalInterruptDisabled) -> R) -> R {
+    if irqs_disabled() {
+        // SAFETY: Interrupts are disabled now and stay disabled for the
+        // whole call: only this context could enable them again, and it
+        // runs `f`, which gets no way to do so; an NMI restores the flags
+        // it interrupted.  This is also why it is sound in NMI context.
+        f(unsafe { LocalInterruptDisabled::assume_disabled() })
+    } else {
+        // Interrupts are enabled, so this is neither NMI nor hardirq
+        // context: `local_interrupt_disable()` is allowed.
+        let token = local_interrupt_disable();
+        f(&token)
+    }
 }

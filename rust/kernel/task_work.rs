@@ -4,13 +4,31 @@
 //!
 //! C header: [`include/linux/task_work.h`](srctree/include/linux/task_work.h)
 //!
-//! A `callback_head` is queued on a task with [`add`]; the task runs it in
-//! process context (it may sleep and take page faults) on its way back to
-//! user space, in `get_signal()`, or on exit.  The `callback_head` belongs
-//! to the caller: it must stay valid until the callback has started or
-//! [`cancel`] has removed it, and may not be queued twice.
+//! A [`TaskWork`] is a `struct callback_head` queued on a task; the task
+//! runs its function in process context (it may sleep and take page
+//! faults) on its way back to user space, in `get_signal()`, or on exit.
+//! The `callback_head` belongs to its owner, usually embedded in a larger
+//! C structure: it must stay valid until its function has started or
+//! [`TaskWork::cancel`] has removed it, and may not be queued twice.
+//!
+//! # Examples
+//!
+//! ```ignore
+//! use kernel::task_work::{NotifyMode, TaskWork};
+//!
+//! unsafe extern "C" fn run(_head: *mut kernel::bindings::callback_head) {}
+//!
+//! // `head` points to a `callback_head` that lives as long as the task,
+//! // as `task_struct::unwind_info.work` does.
+//! // SAFETY: Valid, not queued, and outlives the returned reference.
+//! let work = unsafe { TaskWork::from_raw(head) };
+//! // SAFETY: Not queued.
+//! unsafe { work.init(run) };
+//! // SAFETY: Not queued; valid until `run` starts or `cancel()` removes it.
+//! unsafe { work.queue_on_current(NotifyMode::Resume) }?;
+//! ```
 
-use crate::{bindings, error::to_result, prelude::*};
+use crate::{bindings, error::to_result, prelude::*, task::Task, types::Opaque};
 
 /// How the task is told that work is queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,48 +41,88 @@ pub enum NotifyMode {
     NmiCurrent = bindings::task_work_notify_mode_TWA_NMI_CURRENT,
 }
 
-/// Initialise `work` to call `func`.
-///
-/// # Safety
-///
-/// `work` must be valid for writes and not queued.
-#[inline]
-pub unsafe fn init(work: *mut bindings::callback_head, func: bindings::task_work_func_t) {
-    // SAFETY: Guaranteed by the caller.
-    unsafe { bindings::init_task_work(work, func) }
-}
+/// The function a [`TaskWork`] runs; gets the work's `callback_head`.
+pub type TaskWorkFn = unsafe extern "C" fn(*mut bindings::callback_head);
 
-/// Queue `work` on `task`.
+/// A `struct callback_head`, queued with `task_work_add()`.
 ///
-/// Fails with `ESRCH` if the task is exiting and no longer runs work.
+/// # Invariants
 ///
-/// # Safety
-///
-/// `task` must be a valid task.  `work` must have been initialised with
-/// [`init`], must not be queued already, and must stay valid until its
-/// callback has started or [`cancel`] has returned `true` for it.  With
-/// [`NotifyMode::NmiCurrent`], `task` must be the current task.
-#[inline]
-pub unsafe fn add(
-    task: *mut bindings::task_struct,
-    work: *mut bindings::callback_head,
-    mode: NotifyMode,
-) -> Result {
-    // SAFETY: Guaranteed by the caller.
-    to_result(unsafe {
-        bindings::task_work_add(task, work, mode as bindings::task_work_notify_mode)
-    })
-}
+/// Only [`TaskWork::init`], `task_work_add()`, `task_work_cancel()` and
+/// `task_work_run()` write the wrapped `callback_head`.
+#[repr(transparent)]
+pub struct TaskWork(Opaque<bindings::callback_head>);
 
-/// Remove `work` from `task`'s queue if it is still queued.
-///
-/// Returns whether it was removed (then its callback will not run).
-///
-/// # Safety
-///
-/// `task` must be a valid task and `work` a valid `callback_head`.
-#[inline]
-pub unsafe fn cancel(task: *mut bindings::task_struct, work: *mut bindings::callback_head) -> bool {
-    // SAFETY: Guaranteed by the caller.
-    unsafe { bindings::task_work_cancel(task, work) }
+// SAFETY: The `callback_head` is only changed through the task_work API,
+// which serialises its users (the task's work list is updated with atomics
+// and `task_work_cancel()` takes the task's `pi_lock`).
+unsafe impl Sync for TaskWork {}
+
+impl TaskWork {
+    /// The `TaskWork` at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` points to a `callback_head` that is valid for `'a` and only
+    /// used through the task_work API for `'a`.
+    #[inline]
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::callback_head) -> &'a Self {
+        // SAFETY: `TaskWork` is a transparent wrapper of `callback_head`;
+        // the caller guarantees validity for `'a`.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// The raw `callback_head`.
+    #[inline]
+    pub fn as_raw(&self) -> *mut bindings::callback_head {
+        self.0.get()
+    }
+
+    /// Set the function to run.
+    ///
+    /// # Safety
+    ///
+    /// The work is not queued, and nothing else uses it meanwhile.
+    #[inline]
+    pub unsafe fn init(&self, func: TaskWorkFn) {
+        // SAFETY: Valid `callback_head`, not queued (caller's duty).
+        unsafe { bindings::init_task_work(self.as_raw(), Some(func)) }
+    }
+
+    /// Queue the work on the current task.
+    ///
+    /// Fails with `ESRCH` if the task is exiting and runs no more work.
+    /// With [`NotifyMode::NmiCurrent`] this may be called in NMI context.
+    ///
+    /// # Safety
+    ///
+    /// The work was initialised with [`TaskWork::init`], is not queued,
+    /// and stays valid until its function has started or
+    /// [`TaskWork::cancel`] has removed it.
+    #[inline]
+    pub unsafe fn queue_on_current(&self, mode: NotifyMode) -> Result {
+        // SAFETY: `current` is a valid task; the work is the caller's to
+        // queue (see above), and `TWA_NMI_CURRENT` is used on current only.
+        to_result(unsafe {
+            bindings::task_work_add(
+                Task::current_raw(),
+                self.as_raw(),
+                mode as bindings::task_work_notify_mode,
+            )
+        })
+    }
+
+    /// Remove the work from `task`'s queue if it is still queued.
+    ///
+    /// Returns whether it was removed (then its function will not run).
+    ///
+    /// # Safety
+    ///
+    /// `task` is a valid task.
+    #[inline]
+    pub unsafe fn cancel(&self, task: *mut bindings::task_struct) -> bool {
+        // SAFETY: `task` is valid (caller's duty); the work is valid by
+        // the type invariant.
+        unsafe { bindings::task_work_cancel(task, self.as_raw()) }
+    }
 }

@@ -13,7 +13,10 @@
 //! callback was requested during this kernel entry, and kept set after it
 //! ran, so a second request in the same entry is answered "already done"
 //! without queueing anything.  The word is cleared on the way back to user
-//! space, unless a task_work is still pending.
+//! space, unless a task_work is still pending: that is the C inline
+//! `unwind_reset_info()` of `include/linux/unwind_deferred.h`, which both
+//! implementations share (the host model checker runs a transcription of
+//! it, `host/tests/common/mod.rs`).
 //!
 //! Who touches it: the task itself (the task_work and the return to user
 //! space), interrupts and NMIs on the task's CPU (requests), and
@@ -106,25 +109,6 @@ pub fn mark_used(mask: &impl MaskWord) {
 /// Whether a task_work is pending.
 pub fn is_pending(mask: &impl MaskWord) -> bool {
     mask.load() & PENDING != 0
-}
-
-/// On the way back to user space: clear the word, unless a task_work is
-/// pending (it will run first, and the return path comes here again).
-/// Returns whether it cleared a non-zero word, in which case the caller
-/// also resets the cookie and the cache.
-///
-/// This is the rule of the C inline `unwind_reset_info()`, which is what
-/// the kernel runs; it is here so that the host model checker runs it too.
-pub fn reset(mask: &impl MaskWord) -> bool {
-    let mut bits = mask.load();
-    loop {
-        if bits == 0 || bits & PENDING != 0 {
-            return false;
-        }
-        if mask.try_cmpxchg(&mut bits, 0) {
-            return true;
-        }
-    }
 }
 
 /// `unwind_deferred_cancel()` on one task: the callback's bit is cleared.

@@ -56,7 +56,11 @@ impl WordSize {
     }
 }
 
-/// Where to find a frame's CFA, return address and saved frame pointer.
+/// Where to find a frame's CFA, return address and saved frame pointer:
+/// the arch's `struct unwind_user_frame`.  The kernel takes the rules from
+/// the arch macros (`ARCH_INIT_USER_FP_FRAME()`,
+/// `ARCH_INIT_USER_FP_ENTRY_FRAME()`) through [`UserRegs`]; nothing here
+/// has a copy of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameRule {
     /// CFA = (frame pointer or stack pointer) + `cfa_off`.
@@ -70,28 +74,14 @@ pub struct FrameRule {
 }
 
 impl FrameRule {
-    /// A frame set up with `push %rbp; mov %rsp, %rbp` (x86, both modes).
+    /// The rule from the arch's `struct unwind_user_frame` fields.
     #[inline]
-    pub const fn frame_pointer(ws: WordSize) -> Self {
-        let w = ws.bytes() as i64;
+    pub const fn new(cfa_off: i32, ra_off: i32, fp_off: i32, use_fp: bool) -> Self {
         FrameRule {
-            cfa_off: 2 * w,
-            ra_off: -w,
-            fp_off: -2 * w,
-            use_fp: true,
-        }
-    }
-
-    /// At a function's first instruction: only the return address is on the
-    /// stack and the frame pointer is still the caller's.
-    #[inline]
-    pub const fn function_entry(ws: WordSize) -> Self {
-        let w = ws.bytes() as i64;
-        FrameRule {
-            cfa_off: w,
-            ra_off: -w,
-            fp_off: 0,
-            use_fp: false,
+            cfa_off: cfa_off as i64,
+            ra_off: ra_off as i64,
+            fp_off: fp_off as i64,
+            use_fp,
         }
     }
 }
@@ -122,6 +112,10 @@ pub struct UserRegs {
     pub ss_base: u64,
     /// Return addresses at or above this are not user addresses.
     pub user_limit: u64,
+    /// The rule of a frame set up with a frame pointer.
+    pub fp_frame: FrameRule,
+    /// The rule of the topmost frame at a function's first instruction.
+    pub entry_frame: FrameRule,
 }
 
 /// Why a walk ended.
@@ -154,6 +148,8 @@ pub struct Walk {
     cs_base: u64,
     ss_base: u64,
     user_limit: u64,
+    fp_frame: FrameRule,
+    entry_frame: FrameRule,
 }
 
 impl Walk {
@@ -170,6 +166,8 @@ impl Walk {
             cs_base: r.cs_base,
             ss_base: r.ss_base,
             user_limit: r.user_limit,
+            fp_frame: r.fp_frame,
+            entry_frame: r.entry_frame,
         }
     }
 
@@ -183,9 +181,9 @@ impl Walk {
     pub fn next(&mut self, mem: &mut impl UserMemory) -> Result<(), Stop> {
         let ws = self.ws;
         let rule = if self.topmost && self.at_function_entry {
-            FrameRule::function_entry(ws)
+            self.entry_frame
         } else {
-            FrameRule::frame_pointer(ws)
+            self.fp_frame
         };
 
         let base = if rule.use_fp {

@@ -35,3 +35,35 @@ macro_rules! mask_word {
         }
     };
 }
+
+/// The mask part of the C inline `unwind_reset_info()`
+/// (`include/linux/unwind_deferred.h`), which the return to user space
+/// runs on both kernels; transcribed here for the model checker:
+///
+/// ```c
+/// unsigned long bits = atomic_long_read(&info->unwind_mask);
+/// if (likely(!bits))
+///         return;
+/// do {
+///         if (bits & UNWIND_PENDING)
+///                 return;
+/// } while (!atomic_long_try_cmpxchg(&info->unwind_mask, &bits, 0UL));
+/// /* then the cookie, nr_entries and unwind_completed are zeroed */
+/// ```
+///
+/// Returns whether it cleared the word (and so the rest).
+#[allow(dead_code)]
+pub fn unwind_reset_info(mask: &impl unwind_logic::mask::MaskWord) -> bool {
+    let mut bits = mask.load();
+    if bits == 0 {
+        return false;
+    }
+    loop {
+        if bits & unwind_logic::mask::PENDING != 0 {
+            return false;
+        }
+        if mask.try_cmpxchg(&mut bits, 0) {
+            return true;
+        }
+    }
+}
