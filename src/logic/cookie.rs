@@ -35,3 +35,52 @@ pub const fn count(cookie: u64) -> u32 {
 pub const fn next_count(prev: u32) -> u32 {
     prev.wrapping_add(2) | 1
 }
+
+/// A 32-bit cell of the cookie state: a half of the task's
+/// `unwind_task_id`, or a CPU's counter (`u32`s written with the kernel's
+/// atomics; `AtomicU32` or loom's on the host).
+pub trait Cell32 {
+    /// Read the value.
+    fn load(&self) -> u32;
+    /// Write the value.
+    fn store(&self, v: u32);
+    /// Replace `old` with `new` if the cell holds `old`, atomically;
+    /// whether it did.
+    fn cmpxchg(&self, old: u32, new: u32) -> bool;
+}
+
+/// The task's cookie as it stands: 0 if it has none in this kernel entry.
+#[inline]
+pub fn read(cpu: &impl Cell32, cnt: &impl Cell32) -> u64 {
+    match cpu.load().checked_sub(1) {
+        Some(c) => compose(c, cnt.load()),
+        None => 0,
+    }
+}
+
+/// The cookie of the task's current kernel entry (`cpu`, `cnt`: the halves
+/// of its `unwind_task_id`), made from `ctr`, the counter of CPU
+/// `this_cpu`, if the task has none yet.
+///
+/// Called on the task's own CPU by the task or by an interrupt or NMI that
+/// hit it, with interrupts disabled, so only an NMI can run between two
+/// steps, and only the task's `unwind_info` and this CPU's counter are
+/// shared with it.  The count is claimed with one compare-and-exchange from
+/// zero: whoever claims it also advances the CPU's counter; a context that
+/// loses the claim (an IRQ interrupted by an NMI that claimed first, or an
+/// NMI that hit after the IRQ's claim but before its counter update)
+/// adopts the claimed count.  Both then store the same CPU, so every
+/// caller of one entry gets one cookie, and no two entries on a CPU get
+/// the same count (until the 31-bit count wraps).
+pub fn get(cpu: &impl Cell32, cnt: &impl Cell32, ctr: &impl Cell32, this_cpu: u32) -> u64 {
+    if cpu.load() != 0 {
+        return read(cpu, cnt);
+    }
+    let new = next_count(ctr.load());
+    if cnt.cmpxchg(0, new) {
+        ctr.store(new);
+    }
+    // Interrupts are off: the CPU is the one whose counter was used.
+    cpu.store(this_cpu.wrapping_add(1));
+    read(cpu, cnt)
+}
