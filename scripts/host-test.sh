@@ -15,12 +15,12 @@ echo "$out" | grep -E '^test result|Running' | sed 's/^/  /'
 p=$(echo "$out" | awk '/^test result:/ { s += $4 } END { print s + 0 }')
 echo "${p:-0} 0 host-cargo-test" >"$BUILD/results/host-cargo-test.txt"
 
-# Under the loom model checker: the request bitmask protocol and the
-# cookie claim (each a few seconds; the #[should_panic] tests are mutated
-# protocols loom must catch).
+# Under the loom model checker: the request bitmask protocol, the cookie
+# claim, and a callback bit's reuse after cancel (each a few seconds; the
+# #[should_panic] tests are mutated protocols loom must catch).
 out=$(RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$TOP/target/loom" \
 	cargo test --release --test loom_mask --test loom_cookie \
-	-- --nocapture 2>&1) ||
+	--test loom_registry -- --nocapture 2>&1) ||
 	{ echo "$out" | tail -40; die "loom model check failed"; }
 echo "$out" | grep -oE 'loom: .*|^test result.*' | sed 's/^/  /'
 p=$(echo "$out" | awk '/^test result:/ { s += $4 } END { print s + 0 }')
