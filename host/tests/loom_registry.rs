@@ -299,23 +299,14 @@ impl Sys {
     }
 }
 
-/// How the executions of a model ended, to show that the search reaches
-/// each outcome: the request refused (A already cancelled), A called, the
-/// task_work run without calling A (slot already empty).
-static OUTCOMES: [StdAtomic; 3] = [const { StdAtomic::new(0) }; 3];
-
-/// Run the scenario in every interleaving (with at most `bound`
-/// preemptions if given); returns the number of executions.
-fn model(order: Order, bound: Option<usize>) -> usize {
-    static EXECUTIONS: StdAtomic = StdAtomic::new(0);
-    EXECUTIONS.store(0, StdSeqCst);
-    for o in &OUTCOMES {
-        o.store(0, StdSeqCst);
-    }
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = bound;
-    builder.check(move || {
-        EXECUTIONS.fetch_add(1, StdSeqCst);
+/// Run the scenario in every interleaving (exhaustively: no preemption
+/// bound).  Returns how the executions ended, to show that the search
+/// reaches each outcome: the request refused (A already cancelled), A
+/// called, the task_work run without calling A (slot already empty).
+fn model(order: Order) -> [usize; 3] {
+    let outcomes = std::sync::Arc::new([const { StdAtomic::new(0) }; 3]);
+    let counts = outcomes.clone();
+    loom::model(move || {
         let sys = Arc::new(Sys::new(order));
         let other_cpu = {
             let sys = sys.clone();
@@ -337,7 +328,7 @@ fn model(order: Order, bound: Option<usize>) -> usize {
             (_, 0) => 2,
             _ => 1,
         };
-        OUTCOMES[outcome].fetch_add(1, StdSeqCst);
+        counts[outcome].fetch_add(1, StdSeqCst);
         assert!(sys.calls[A - 1].load(StdSeqCst) <= 1, "A called twice");
         assert_eq!(sys.calls[B - 1].load(StdSeqCst), 0);
         // Nothing of A is left for B in the task: bit 2 set in the mask
@@ -347,13 +338,13 @@ fn model(order: Order, bound: Option<usize>) -> usize {
         let steps = sys.steps.lock().unwrap().join("; ");
         assert!(left == 0, "bit 2 left in the task after: {steps}");
     });
-    EXECUTIONS.load(StdSeqCst)
+    outcomes.each_ref().map(|o| o.load(StdSeqCst))
 }
 
-fn timed(what: &str, order: Order, bound: Option<usize>) {
+fn timed(what: &str, order: Order) {
     let t = std::time::Instant::now();
-    let n = model(order, bound);
-    let o = OUTCOMES.each_ref().map(|o| o.load(StdSeqCst));
+    let o = model(order);
+    let n: usize = o.iter().sum();
     println!(
         "loom: registry, {what}: {n} executions ({} refused, {} calling A, \
          {} not calling A), {:?}",
@@ -370,7 +361,7 @@ fn timed(what: &str, order: Order, bound: Option<usize>) {
 /// The properties hold with the correct order, exhaustively.
 #[test]
 fn correct_order_never_calls_the_new_work() {
-    timed("correct order", CORRECT, None);
+    timed("correct order", CORRECT);
 }
 
 /// The order first proposed for `src/deferred.rs`: everything as in
@@ -383,13 +374,10 @@ fn correct_order_never_calls_the_new_work() {
 #[test]
 #[should_panic(expected = "spurious call of B")]
 fn mask_cleared_after_srcu_calls_the_new_work() {
-    model(
-        Order {
-            clear_mask_before_srcu: false,
-            ..CORRECT
-        },
-        None,
-    );
+    model(Order {
+        clear_mask_before_srcu: false,
+        ..CORRECT
+    });
 }
 
 /// The pending bits taken before the SRCU section (as today): a task_work
@@ -398,13 +386,10 @@ fn mask_cleared_after_srcu_calls_the_new_work() {
 #[test]
 #[should_panic(expected = "spurious call of B")]
 fn pending_bits_taken_before_srcu_call_the_new_work() {
-    model(
-        Order {
-            take_pending_under_srcu: false,
-            ..CORRECT
-        },
-        None,
-    );
+    model(Order {
+        take_pending_under_srcu: false,
+        ..CORRECT
+    });
 }
 
 /// No RCU section in the request: a request that read bit 2 before cancel
@@ -412,13 +397,10 @@ fn pending_bits_taken_before_srcu_call_the_new_work() {
 #[test]
 #[should_panic(expected = "spurious call of B")]
 fn request_outside_rcu_calls_the_new_work() {
-    model(
-        Order {
-            request_under_rcu: false,
-            ..CORRECT
-        },
-        None,
-    );
+    model(Order {
+        request_under_rcu: false,
+        ..CORRECT
+    });
 }
 
 /// No `synchronize_rcu()` in cancel: the same, the RCU section is waited
@@ -426,13 +408,10 @@ fn request_outside_rcu_calls_the_new_work() {
 #[test]
 #[should_panic(expected = "spurious call of B")]
 fn cancel_without_synchronize_rcu_calls_the_new_work() {
-    model(
-        Order {
-            cancel_syncs_rcu: false,
-            ..CORRECT
-        },
-        None,
-    );
+    model(Order {
+        cancel_syncs_rcu: false,
+        ..CORRECT
+    });
 }
 
 /// The order of `src/deferred.rs` today: no RCU, bits taken before SRCU,
@@ -440,16 +419,13 @@ fn cancel_without_synchronize_rcu_calls_the_new_work() {
 #[test]
 #[should_panic(expected = "spurious call of B")]
 fn current_order_calls_the_new_work() {
-    model(
-        Order {
-            request_under_rcu: false,
-            cancel_syncs_rcu: false,
-            take_pending_under_srcu: false,
-            clear_mask_before_srcu: false,
-            clear_completed_after_srcu: true,
-        },
-        None,
-    );
+    model(Order {
+        request_under_rcu: false,
+        cancel_syncs_rcu: false,
+        take_pending_under_srcu: false,
+        clear_mask_before_srcu: false,
+        clear_completed_after_srcu: true,
+    });
 }
 
 /// The completed word cleared before `synchronize_srcu()`: a task_work
@@ -458,11 +434,8 @@ fn current_order_calls_the_new_work() {
 #[test]
 #[should_panic(expected = "bit 2 left in the task")]
 fn completed_cleared_before_srcu_leaves_the_bit() {
-    model(
-        Order {
-            clear_completed_after_srcu: false,
-            ..CORRECT
-        },
-        None,
-    );
+    model(Order {
+        clear_completed_after_srcu: false,
+        ..CORRECT
+    });
 }
