@@ -15,11 +15,14 @@ echo "$out" | grep -E '^test result|Running' | sed 's/^/  /'
 p=$(echo "$out" | awk '/^test result:/ { s += $4 } END { print s + 0 }')
 echo "${p:-0} 0 host-cargo-test" >"$BUILD/results/host-cargo-test.txt"
 
-# The request bitmask protocol under the loom model checker.
+# Under the loom model checker: the request bitmask protocol, the cookie
+# claim, and a callback bit's reuse after cancel (each a few seconds; the
+# #[should_panic] tests are mutated protocols loom must catch).
 out=$(RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$TOP/target/loom" \
-	cargo test --release --test loom_mask -- --nocapture 2>&1) ||
+	cargo test --release --test loom_mask --test loom_cookie \
+	--test loom_registry -- --nocapture 2>&1) ||
 	{ echo "$out" | tail -40; die "loom model check failed"; }
-echo "$out" | grep -E '^loom:|^test result' | sed 's/^/  /'
+echo "$out" | grep -oE 'loom: .*|^test result.*' | sed 's/^/  /'
 p=$(echo "$out" | awk '/^test result:/ { s += $4 } END { print s + 0 }')
 echo "${p:-0} 0 host-loom" >"$BUILD/results/host-loom.txt"
 

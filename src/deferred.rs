@@ -329,36 +329,49 @@ pub(crate) fn cancel(work: &Work) {
     WORKS[bit as usize].store(core::ptr::null_mut(), Relaxed);
     // No more requests from this work ...
     work.bit_cell().store(-1, Relaxed);
-    // ... once those in flight are done (they read the bit under RCU) ...
+    // ... once those in flight are done (they read the bit under RCU):
+    // from now on nothing sets the bit in a task's mask.
     rcu::synchronize_rcu();
-    // ... and no task_work that may have taken the bit is still running.
+    // Clear it before waiting for the task_works: one that takes the bits
+    // after this does not see it, one that took it before is waited for.
+    for_each_thread(bit, |info, bit| mask::cancel(&info.mask(), 1 << bit));
     srcu().synchronize();
-    clear_bit_everywhere(bit);
-    // Only now may the bit be given to a new callback.
+    // No task_work that may mark the bit completed is running any more.
+    for_each_thread(bit, |info, bit| {
+        // SAFETY: `for_each_thread` passes live threads only.
+        if let Some(c) = unsafe { Completed::of(info) } {
+            c.clear(bit);
+        }
+    });
+    // Only now may the bit be given to a new callback.  (The host model
+    // checker, `host/tests/loom_registry.rs`, shows each step is needed.)
     let mut used = REGISTERED.load(Relaxed);
     mask::free_bit(&mut used, bit);
     REGISTERED.store(used, Relaxed);
 }
 
-/// Clear `bit` from every thread's mask and cache.
-fn clear_bit_everywhere(bit: u32) {
+/// Call `f(thread's state, bit)` on every thread, under RCU; `f` must not
+/// sleep.
+fn for_each_thread(bit: u32, f: fn(Info, u32)) {
+    struct Visit {
+        f: fn(Info, u32),
+        bit: u32,
+    }
     /// # Safety
     ///
-    /// `t` is a live thread and the caller holds the RCU read lock.
-    unsafe extern "C" fn clear(t: *mut bindings::task_struct, data: *mut c_void) {
-        let bit = data as usize as u32;
+    /// `t` is a live thread, the caller holds the RCU read lock, and
+    /// `data` is the `Visit` below.
+    unsafe extern "C" fn visit(t: *mut bindings::task_struct, data: *mut c_void) {
+        // SAFETY: `data` is `v`, alive for the whole visit.
+        let v = unsafe { &*data.cast::<Visit>() };
         // SAFETY: `unwind_user_visit_threads()` passes only threads from
         // `for_each_process_thread()` inside its RCU read section, so `t`
         // stays valid (its `task_struct` is RCU-freed) during this call.
-        let info = unsafe { Info::of(t) };
-        mask::cancel(&info.mask(), 1 << bit);
-        // SAFETY: As above.
-        if let Some(c) = unsafe { Completed::of(info) } {
-            c.clear(bit);
-        }
+        (v.f)(unsafe { Info::of(t) }, v.bit);
     }
-    // SAFETY: `clear` does not sleep.
-    unsafe { bindings::unwind_user_visit_threads(Some(clear), bit as usize as *mut c_void) };
+    let v = Visit { f, bit };
+    // SAFETY: `visit` does not sleep (nor does `f`); `v` outlives the call.
+    unsafe { bindings::unwind_user_visit_threads(Some(visit), (&raw const v).cast_mut().cast()) };
 }
 
 /// `unwind_task_init()`: a new task's state.

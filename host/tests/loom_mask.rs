@@ -115,14 +115,15 @@ impl Task {
 }
 
 fn model(cancel_b: bool, nmi_second_request: bool) -> usize {
-    static EXECUTIONS: StdAtomic = StdAtomic::new(0);
-    EXECUTIONS.store(0, std::sync::atomic::Ordering::SeqCst);
+    // Counted per call: the tests run in parallel threads.
+    let executions = std::sync::Arc::new(StdAtomic::new(0));
+    let count = executions.clone();
     let mut builder = loom::model::Builder::new();
     // With three threads, bound the preemptions so that the search ends in
     // seconds (every interleaving with up to 3 preemptions is explored).
     builder.preemption_bound = if cancel_b { Some(3) } else { None };
     builder.check(move || {
-        EXECUTIONS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let t = Arc::new(Task {
             mask: W(AtomicUsize::new(0)),
             completed: AtomicUsize::new(0),
@@ -176,7 +177,7 @@ fn model(cancel_b: bool, nmi_second_request: bool) -> usize {
         assert_eq!(t.queued.load(SeqCst), 0);
         assert_eq!(t.mask.load(), 0);
     });
-    EXECUTIONS.load(std::sync::atomic::Ordering::SeqCst)
+    executions.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 #[test]

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The frame-pointer walk on constructed stacks, and against a transcription
-//! of upstream `kernel/unwind/user.c` on random ones.
+//! The frame-pointer walk on constructed stacks (the shared cases of
+//! `src/logic/walk_cases.rs`, and a long generated chain), and against a
+//! transcription of upstream `kernel/unwind/user.c` on random ones.
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use unwind_logic::walk::{walk, FrameRule, Stop, UserMemory, UserRegs, WordSize};
+use unwind_logic::walk::{walk, Stop, UserMemory, UserRegs, WordSize};
+use unwind_logic::walk_cases::{self, CASES, MAX_ENTRIES};
 
 const LIMIT64: u64 = 0x0000_7fff_ffff_f000;
 const LIMIT32: u64 = 1 << 32;
@@ -35,10 +37,7 @@ impl UserMemory for Mem {
     }
 }
 
-/// x86's rules (`ARCH_INIT_USER_FP_FRAME()`, `ARCH_INIT_USER_FP_ENTRY_FRAME()`
-/// in arch/x86/include/asm/unwind_user.h), as the kernel passes them.
 fn regs(ip: u64, sp: u64, fp: u64, ws: WordSize) -> UserRegs {
-    let w = ws.bytes() as i32;
     UserRegs {
         ip,
         sp,
@@ -48,8 +47,8 @@ fn regs(ip: u64, sp: u64, fp: u64, ws: WordSize) -> UserRegs {
         cs_base: 0,
         ss_base: 0,
         user_limit: if ws == WordSize::W8 { LIMIT64 } else { LIMIT32 },
-        fp_frame: FrameRule::new(2 * w, -w, -2 * w, true),
-        entry_frame: FrameRule::new(w, -w, 0, false),
+        fp_frame: walk_cases::x86_fp_frame(ws),
+        entry_frame: walk_cases::x86_entry_frame(ws),
     }
 }
 
@@ -70,213 +69,44 @@ fn run(r: &UserRegs, mem: &mut Mem, max: usize) -> (Vec<u64>, Stop) {
     (out, stop)
 }
 
+/// Every case of `walk_cases::CASES` (the cases the kernel's KUnit suite
+/// runs too): the expected trace and stop reason, with `CaseMemory` as the
+/// kernel runs them and again over this file's recording memory; at most
+/// two reads per reported frame, only upwards; and, where the segment bases
+/// are zero, upstream's walk cut before its first non-user address.
 #[test]
-fn chain_64() {
-    let mut m = Mem::default();
-    chain(
-        &mut m,
-        8,
-        &[0x7ffd_1000, 0x7ffd_1040, 0x7ffd_10a0],
-        &[0x40_1100, 0x40_1200, 0x40_1300],
-    );
-    let (ips, stop) = run(
-        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x40_1000, 0x40_1100, 0x40_1200, 0x40_1300]);
-    // The outermost frame's saved frame pointer is 0, below the stack.
-    assert_eq!(stop, Stop::FramePointerBelowStack);
-}
+fn shared_cases() {
+    let mut names = std::collections::HashSet::new();
+    for case in CASES {
+        let name = case.name;
+        assert!(names.insert(name), "{name}: two cases of this name");
+        assert!(case.max <= MAX_ENTRIES, "{name}: max too large");
+        let out = walk_cases::run(case);
+        assert_eq!(out.entries(), case.want, "{name}");
+        assert_eq!(out.stop, case.stop, "{name}");
+        assert!(out.matches(case), "{name}");
 
-#[test]
-fn chain_32() {
-    let mut m = Mem::default();
-    chain(
-        &mut m,
-        4,
-        &[0xffd0_0100, 0xffd0_0120],
-        &[0x0804_9100, 0x0804_9200],
-    );
-    // Upper halves of 32-bit words are ignored.
-    m.put(0xffd0_0104, 0xdead_0000_0804_9100);
-    let (ips, stop) = run(
-        &regs(0x0804_9000, 0xffd0_00f0, 0xffd0_0100, WordSize::W4),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x0804_9000, 0x0804_9100, 0x0804_9200]);
-    assert_eq!(stop, Stop::FramePointerBelowStack);
-}
+        let mut mem = Mem::default();
+        for &(a, v) in case.mem.iter().rev() {
+            mem.put(a, v);
+        }
+        let (got, stop) = run(&case.regs, &mut mem, case.max);
+        assert_eq!((&got[..], stop), (case.want, case.stop), "{name}");
+        assert!(mem.reads.len() <= 2 * got.len(), "{name}: reads");
+        let sp = case.regs.ss_base.wrapping_add(case.regs.sp);
+        assert!(mem.reads.iter().all(|&a| a >= sp), "{name}: downward read");
 
-#[test]
-fn function_entry_uses_stack_pointer() {
-    // At the first instruction of a function: [sp] is the return address
-    // and fp is still the caller's frame.
-    let mut m = Mem::default();
-    m.put(0x7ffd_0ff8, 0x40_1100);
-    chain(&mut m, 8, &[0x7ffd_1000], &[0x40_1200]);
-    let mut r = regs(0x40_1000, 0x7ffd_0ff8, 0x7ffd_1000, WordSize::W8);
-    r.at_function_entry = true;
-    let (ips, _) = run(&r, &mut m, 64);
-    assert_eq!(ips, [0x40_1000, 0x40_1100, 0x40_1200]);
-    // Without the entry rule the direct caller is skipped.
-    r.at_function_entry = false;
-    let (ips, _) = run(&r, &mut m, 64);
-    assert_eq!(ips, [0x40_1000, 0x40_1200]);
-}
-
-#[test]
-fn loop_ends() {
-    let mut m = Mem::default();
-    m.put(0x7ffd_1000, 0x7ffd_1000); // frame points to itself
-    m.put(0x7ffd_1008, 0x40_1100);
-    let (ips, stop) = run(
-        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x40_1000, 0x40_1100]);
-    // The stack pointer moved to the CFA, above the looping frame pointer.
-    assert_eq!(stop, Stop::FramePointerBelowStack);
-    // A two-frame cycle ends the same way.
-    let mut m = Mem::default();
-    chain(
-        &mut m,
-        8,
-        &[0x7ffd_1000, 0x7ffd_1040],
-        &[0x40_1100, 0x40_1200],
-    );
-    m.put(0x7ffd_1040, 0x7ffd_1000);
-    let (ips, stop) = run(
-        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x40_1000, 0x40_1100, 0x40_1200]);
-    assert_eq!(stop, Stop::FramePointerBelowStack);
-}
-
-#[test]
-fn downward_frame_pointer() {
-    let mut m = Mem::default();
-    chain(
-        &mut m,
-        8,
-        &[0x7ffd_1000, 0x7ffd_0800],
-        &[0x40_1100, 0x40_1200],
-    );
-    let (ips, stop) = run(
-        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x40_1000, 0x40_1100]);
-    assert_eq!(stop, Stop::FramePointerBelowStack);
-}
-
-#[test]
-fn unaligned_frame_pointer() {
-    let mut m = Mem::default();
-    chain(
-        &mut m,
-        8,
-        &[0x7ffd_1000, 0x7ffd_1043],
-        &[0x40_1100, 0x40_1200],
-    );
-    let (ips, stop) = run(
-        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x40_1000, 0x40_1100]);
-    assert_eq!(stop, Stop::Unaligned);
-    // 4-byte alignment is enough for compat.
-    let mut m = Mem::default();
-    chain(
-        &mut m,
-        4,
-        &[0xffd0_0100, 0xffd0_0124],
-        &[0x0804_9100, 0x0804_9200],
-    );
-    let (ips, _) = run(
-        &regs(0x0804_9000, 0xffd0_00f0, 0xffd0_0100, WordSize::W4),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x0804_9000, 0x0804_9100, 0x0804_9200]);
-}
-
-#[test]
-fn kernel_return_address_ends_walk() {
-    let mut m = Mem::default();
-    chain(
-        &mut m,
-        8,
-        &[0x7ffd_1000, 0x7ffd_1040],
-        &[0x40_1100, 0xffff_ffff_8100_0000],
-    );
-    let (ips, stop) = run(
-        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x40_1000, 0x40_1100]);
-    assert_eq!(stop, Stop::NotUser);
-}
-
-#[test]
-fn kernel_frame_pointer_is_not_followed() {
-    // A frame pointer into the kernel: the read fails (access_ok in the
-    // kernel; unmapped here), the walk ends.
-    let mut m = Mem::default();
-    chain(&mut m, 8, &[0x7ffd_1000], &[0x40_1100]);
-    m.put(0x7ffd_1000, 0xffff_8880_0000_0000);
-    let (ips, stop) = run(
-        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x40_1000, 0x40_1100]);
-    assert_eq!(stop, Stop::Fault);
-}
-
-#[test]
-fn unmapped_page_ends_walk() {
-    let mut m = Mem::default();
-    m.put(0x7ffd_1000, 0x7ffd_2000); // next frame is not mapped
-    m.put(0x7ffd_1008, 0x40_1100);
-    let (ips, stop) = run(
-        &regs(0x40_1000, 0x7ffd_0ff0, 0x7ffd_1000, WordSize::W8),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x40_1000, 0x40_1100]);
-    assert_eq!(stop, Stop::Fault);
-}
-
-#[test]
-fn overflow_at_top_of_address_space() {
-    let mut m = Mem::default();
-    let (ips, stop) = run(
-        &regs(
-            0x40_1000,
-            0xffff_ffff_ffff_fff0,
-            0xffff_ffff_ffff_fff8,
-            WordSize::W8,
-        ),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x40_1000]);
-    assert_eq!(stop, Stop::NotGrowing);
-    let (ips, stop) = run(
-        &regs(0x0804_9000, 0xffff_fff0, 0xffff_fff8, WordSize::W4),
-        &mut m,
-        64,
-    );
-    assert_eq!(ips, [0x0804_9000]);
-    assert_eq!(stop, Stop::NotGrowing);
+        if case.regs.cs_base == 0 && case.regs.ss_base == 0 && case.max > 0 {
+            let r = &case.regs;
+            let want = upstream(r, &mut mem.clone(), case.max);
+            let cut = want
+                .iter()
+                .position(|&ip| ip >= r.user_limit)
+                .unwrap_or(want.len());
+            assert_eq!(case.want, &want[..cut], "{name}: not upstream's");
+            assert_eq!(stop == Stop::NotUser, cut < want.len(), "{name}");
+        }
+    }
 }
 
 #[test]
@@ -305,30 +135,6 @@ fn truncation_at_max() {
     let (ips, stop) = run(&r, &mut m, 0);
     assert!(ips.is_empty());
     assert_eq!(stop, Stop::Full);
-}
-
-#[test]
-fn compat_segment_bases() {
-    // Code segment based at 0x1000_0000, stack segment at 0x2000_0000:
-    // registers and stored values are offsets, the trace is linear.
-    let (cs, ss) = (0x1000_0000u64, 0x2000_0000u64);
-    let mut m = Mem::default();
-    m.put(ss + 0x100, 0x120); // saved fp (offset)
-    m.put(ss + 0x104, 0x9100); // return address (offset)
-    m.put(ss + 0x120, 0);
-    m.put(ss + 0x124, 0x9200);
-    let mut r = regs(0x9000, 0xf0, 0x100, WordSize::W4);
-    r.cs_base = cs;
-    r.ss_base = ss;
-    let (ips, stop) = run(&r, &mut m, 64);
-    assert_eq!(ips, [cs + 0x9000, cs + 0x9100, cs + 0x9200]);
-    // The last saved fp (offset 0) is linear ss + 0, below the stack.
-    assert_eq!(stop, Stop::FramePointerBelowStack);
-    // 32-bit wrap-around of base + offset.
-    let mut r = regs(0x9000, 0xf0, 0x100, WordSize::W4);
-    r.cs_base = 0xffff_f000;
-    let (ips, _) = run(&r, &mut Mem::default(), 64);
-    assert_eq!(ips, [0x8000]);
 }
 
 /// Upstream `unwind_user()` (kernel/unwind/user.c, Linux 7.3), transcribed

@@ -11,3 +11,7 @@
 pub mod cookie;
 pub mod mask;
 pub mod walk;
+// Test data: on the host (where no kernel configuration is set) and in a
+// kernel with the KUnit tests, not in a production kernel.
+#[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
+pub mod walk_cases;

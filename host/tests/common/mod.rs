@@ -36,6 +36,31 @@ macro_rules! mask_word {
     };
 }
 
+/// Implement `cookie::Cell32` for a newtype `$c` around an `AtomicU32`
+/// (std's or loom's), with sequentially consistent orderings.  The kernel
+/// uses relaxed atomics: every access is on one CPU (the task's, by the
+/// task or an interrupt or NMI that hit it), where program order is the
+/// order seen; on the host, where the model checker runs the contexts on
+/// different threads, SeqCst stands for that single-CPU order.
+#[macro_export]
+macro_rules! cell32 {
+    ($c:ident, $atomic:ty) => {
+        struct $c($atomic);
+
+        impl unwind_logic::cookie::Cell32 for $c {
+            fn load(&self) -> u32 {
+                self.0.load(SeqCst)
+            }
+            fn store(&self, v: u32) {
+                self.0.store(v, SeqCst)
+            }
+            fn cmpxchg(&self, old: u32, new: u32) -> bool {
+                self.0.compare_exchange(old, new, SeqCst, SeqCst).is_ok()
+            }
+        }
+    };
+}
+
 /// The mask part of the C inline `unwind_reset_info()`
 /// (`include/linux/unwind_deferred.h`), which the return to user space
 /// runs on both kernels; transcribed here for the model checker:
