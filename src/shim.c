@@ -22,6 +22,20 @@ DEFINE_SRCU(unwind_srcu);
 DEFINE_MUTEX(unwind_callback_mutex);
 
 /**
+ * unwind_user_arch_frames - the arch's frame rules for word size @ws
+ * @ws: 8, or 4 for a compat task
+ * @fp: the frame-pointer frame (ARCH_INIT_USER_FP_FRAME)
+ * @entry: the frame at a function's first instruction
+ *	(ARCH_INIT_USER_FP_ENTRY_FRAME)
+ */
+void unwind_user_arch_frames(unsigned int ws, struct unwind_user_frame *fp,
+			     struct unwind_user_frame *entry)
+{
+	*fp = (struct unwind_user_frame){ ARCH_INIT_USER_FP_FRAME(ws) };
+	*entry = (struct unwind_user_frame){ ARCH_INIT_USER_FP_ENTRY_FRAME(ws) };
+}
+
+/**
  * unwind_user_get_regs - the user context a walk of current starts from
  * @r: filled in on success
  *
@@ -42,9 +56,7 @@ int unwind_user_get_regs(struct unwind_user_regs *r)
 	r->sp = user_stack_pointer(regs);
 	r->fp = frame_pointer(regs);
 	r->at_function_entry = unwind_user_at_function_start(regs);
-	r->fp_frame = (struct unwind_user_frame){ ARCH_INIT_USER_FP_FRAME(r->ws) };
-	r->entry_frame =
-		(struct unwind_user_frame){ ARCH_INIT_USER_FP_ENTRY_FRAME(r->ws) };
+	unwind_user_arch_frames(r->ws, &r->fp_frame, &r->entry_frame);
 	r->user_limit = unwind_user_limit(regs);
 	return unwind_user_segment_bases(regs, &r->cs_base, &r->ss_base);
 }

@@ -89,6 +89,7 @@ mod tests {
     //! [`crate::logic::walk_cases`] (the host tests run the same cases),
     //! and `unwind_user()` from a kernel thread.
     use super::*;
+    use crate::logic::walk::WordSize;
     use crate::logic::walk_cases::{self, CASES};
 
     #[test]
@@ -107,6 +108,19 @@ mod tests {
                 );
             }
             assert!(ok);
+        }
+    }
+
+    #[test]
+    fn test_rules_are_the_arch_rules() {
+        // The cases' frame rules are the arch macros' values.
+        for ws in [WordSize::W8, WordSize::W4] {
+            let mut fp = bindings::unwind_user_frame::default();
+            let mut entry = bindings::unwind_user_frame::default();
+            // SAFETY: Valid destinations.
+            unsafe { bindings::unwind_user_arch_frames(ws.bytes() as u32, &mut fp, &mut entry) };
+            assert_eq!(rule(&fp), walk_cases::x86_fp_frame(ws));
+            assert_eq!(rule(&entry), walk_cases::x86_entry_frame(ws));
         }
     }
 

@@ -46,6 +46,8 @@ struct unwind_user_regs {
 	bool		at_function_entry;
 };
 
+void unwind_user_arch_frames(unsigned int ws, struct unwind_user_frame *fp,
+			     struct unwind_user_frame *entry);
 int unwind_user_get_regs(struct unwind_user_regs *regs);
 bool unwind_user_from_user_mode(void);
 bool unwind_user_is_user_task(struct task_struct *task);

@@ -159,6 +159,7 @@ static void udt_log_req(int ctx, bool user, u32 label, struct udt_tracer *t,
 	r->slot = t->slot;
 	r->rep = rep;
 	r->cpu = raw_smp_processor_id();
+	/* Publish the record: pairs with the reader's smp_load_acquire(). */
 	smp_store_release(&r->valid, 1);
 }
 
@@ -343,6 +344,7 @@ static void udt_callback(struct unwind_work *work,
 		c->nr = trace->nr;
 		memcpy(c->ips, trace->entries,
 		       min_t(u32, trace->nr, UDT_IPS) * sizeof(u64));
+		/* Pairs with the reader's smp_load_acquire(). */
 		smp_store_release(&c->valid, 1);
 	} else {
 		atomic_inc(&stats.cb_lost);
@@ -379,7 +381,7 @@ static int udt_register(int slot)
 		return -EINVAL;
 	if (udt.slots[slot])
 		return -EEXIST;
-	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	t = kzalloc_obj(*t, GFP_KERNEL);
 	if (!t)
 		return -ENOMEM;
 	ret = unwind_deferred_init(&t->work, udt_callback);
@@ -550,6 +552,7 @@ static int udt_requests_show(struct seq_file *m, void *v)
 	for (i = 0; i < n; i++) {
 		struct udt_req *r = &udt.req[i];
 
+		/* Pairs with udt_log_req()'s smp_store_release(). */
 		if (!smp_load_acquire(&r->valid))
 			continue;
 		seq_printf(m, "R %u %u %c %u %#x %u %u %u %d %#llx\n", r->tid,
@@ -567,6 +570,7 @@ static int udt_callbacks_show(struct seq_file *m, void *v)
 	for (i = 0; i < n; i++) {
 		struct udt_cb *c = &udt.cb[i];
 
+		/* Pairs with udt_callback()'s smp_store_release(). */
 		if (!smp_load_acquire(&c->valid))
 			continue;
 		seq_printf(m, "C %u %u %u %u %#x %#llx %u", c->tid, c->cpu,
