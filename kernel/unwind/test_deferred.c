@@ -130,6 +130,7 @@ static struct {
 	atomic_t	nmi, nmi_sent, req_nmi_user, req_nmi_kernel, req_irq;
 	atomic_t	req_task, req_work, req_lost, cb_lost, after_cancel;
 	atomic_t	irqs_off_after_request, irqs_on_in_irq, spins;
+	atomic_t	nmi_kernel_skipped;
 } stats;
 
 static DEFINE_PER_CPU(struct hrtimer, udt_timer);
@@ -214,6 +215,18 @@ static int udt_nmi(unsigned int cmd, struct pt_regs *regs)
 		label = udt_new_label(UDT_LABEL_NMI);
 	else
 		label = udt_spin_label();
+	/*
+	 * An NMI in the kernel outside "spin" may hit the way back to user
+	 * space after unwind_reset_info() cleared the mask but before it
+	 * cleared the cookie: the request would get the old entry's cookie
+	 * and its callback the next entry's.  That window is in the shared
+	 * C inline, the same on both implementations; it is left out here
+	 * (counted), so that every other request has an exact outcome.
+	 */
+	if (!label) {
+		atomic_inc(&stats.nmi_kernel_skipped);
+		return NMI_HANDLED;
+	}
 	atomic_inc(user_mode(regs) ? &stats.req_nmi_user : &stats.req_nmi_kernel);
 	udt_requests(UDT_NMI, user_mode(regs), label);
 	if (!irqs_disabled())
@@ -545,43 +558,83 @@ static const struct file_operations udt_ctl_fops = {
 	.llseek = noop_llseek,
 };
 
-static int udt_requests_show(struct seq_file *m, void *v)
+/*
+ * The logs are streamed, one record per ->show(), so that reading a full
+ * log needs no large buffer.  Records not yet published are skipped.
+ */
+static void *udt_req_start(struct seq_file *m, loff_t *pos)
 {
-	int n = min(atomic_read(&udt.nr_req), UDT_MAX_REQ), i;
+	int n = min(atomic_read(&udt.nr_req), UDT_MAX_REQ);
 
-	for (i = 0; i < n; i++) {
-		struct udt_req *r = &udt.req[i];
+	return *pos < n ? &udt.req[*pos] : NULL;
+}
 
-		/* Pairs with udt_log_req()'s smp_store_release(). */
-		if (!smp_load_acquire(&r->valid))
-			continue;
+static void *udt_req_next(struct seq_file *m, void *v, loff_t *pos)
+{
+	++*pos;
+	return udt_req_start(m, pos);
+}
+
+static int udt_req_show(struct seq_file *m, void *v)
+{
+	struct udt_req *r = v;
+
+	/* Pairs with udt_log_req()'s smp_store_release(). */
+	if (smp_load_acquire(&r->valid))
 		seq_printf(m, "R %u %u %c %u %#x %u %u %u %d %#llx\n", r->tid,
 			   r->cpu, r->ctx, r->user, r->label, r->slot, r->gen,
 			   r->rep, r->ret, r->cookie);
-	}
 	return 0;
 }
-DEFINE_SHOW_ATTRIBUTE(udt_requests);
 
-static int udt_callbacks_show(struct seq_file *m, void *v)
+static void *udt_cb_start(struct seq_file *m, loff_t *pos)
 {
-	int n = min(atomic_read(&udt.nr_cb), UDT_MAX_CB), i, j;
+	int n = min(atomic_read(&udt.nr_cb), UDT_MAX_CB);
 
-	for (i = 0; i < n; i++) {
-		struct udt_cb *c = &udt.cb[i];
+	return *pos < n ? &udt.cb[*pos] : NULL;
+}
 
-		/* Pairs with udt_callback()'s smp_store_release(). */
-		if (!smp_load_acquire(&c->valid))
-			continue;
-		seq_printf(m, "C %u %u %u %u %#x %#llx %u", c->tid, c->cpu,
-			   c->slot, c->gen, c->flags, c->cookie, c->nr);
-		for (j = 0; j < min_t(u32, c->nr, UDT_IPS); j++)
-			seq_printf(m, " %#llx", c->ips[j]);
-		seq_putc(m, '\n');
-	}
+static void *udt_cb_next(struct seq_file *m, void *v, loff_t *pos)
+{
+	++*pos;
+	return udt_cb_start(m, pos);
+}
+
+static int udt_cb_show(struct seq_file *m, void *v)
+{
+	struct udt_cb *c = v;
+	u32 j;
+
+	/* Pairs with udt_callback()'s smp_store_release(). */
+	if (!smp_load_acquire(&c->valid))
+		return 0;
+	seq_printf(m, "C %u %u %u %u %#x %#llx %u", c->tid, c->cpu, c->slot,
+		   c->gen, c->flags, c->cookie, c->nr);
+	for (j = 0; j < min_t(u32, c->nr, UDT_IPS); j++)
+		seq_printf(m, " %#llx", c->ips[j]);
+	seq_putc(m, '\n');
 	return 0;
 }
-DEFINE_SHOW_ATTRIBUTE(udt_callbacks);
+
+static void udt_stop(struct seq_file *m, void *v)
+{
+}
+
+static const struct seq_operations udt_requests_sops = {
+	.start = udt_req_start,
+	.next = udt_req_next,
+	.stop = udt_stop,
+	.show = udt_req_show,
+};
+DEFINE_SEQ_ATTRIBUTE(udt_requests);
+
+static const struct seq_operations udt_callbacks_sops = {
+	.start = udt_cb_start,
+	.next = udt_cb_next,
+	.stop = udt_stop,
+	.show = udt_cb_show,
+};
+DEFINE_SEQ_ATTRIBUTE(udt_callbacks);
 
 static int udt_tracers_show(struct seq_file *m, void *v)
 {
@@ -617,6 +670,7 @@ static int udt_stats_show(struct seq_file *m, void *v)
 	UDT_STAT(irqs_off_after_request);
 	UDT_STAT(irqs_on_in_irq);
 	UDT_STAT(spins);
+	UDT_STAT(nmi_kernel_skipped);
 #undef UDT_STAT
 	return 0;
 }

@@ -11,6 +11,21 @@
 //! disabled (so the caller cannot migrate to another CPU).  Interrupt and
 //! NMI handlers on the same CPU may still use the same instance, so `T`
 //! must be [`Sync`]: use atomics for values they also change.
+//!
+//! # Examples
+//!
+//! ```ignore
+//! use kernel::{percpu::PerCpu, preempt::with_irqs_disabled, sync::atomic::{Atomic, Relaxed}};
+//!
+//! // C: DEFINE_PER_CPU(u32, my_counter);
+//! // SAFETY: `my_counter` is a `DEFINE_PER_CPU(u32, ...)`, zero at boot,
+//! // never freed; `Atomic<u32>` has the layout of `u32`.
+//! static COUNTER: PerCpu<Atomic<u32>> =
+//!     unsafe { PerCpu::from_raw((&raw const bindings::my_counter).cast_mut().cast()) };
+//!
+//! // From any context, NMI included.
+//! let n = with_irqs_disabled(|irq_off| COUNTER.this_cpu(irq_off).fetch_add(1, Relaxed));
+//! ```
 
 use crate::{bindings, interrupt::LocalInterruptDisabled};
 use core::{ffi::c_void, marker::PhantomData};
