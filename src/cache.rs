@@ -18,12 +18,12 @@
 use crate::logic::mask;
 use crate::task::{self, CurrentInfo, Info};
 use crate::walk;
-use core::{marker::PhantomData, mem::size_of, ptr::NonNull};
 use core::alloc::Layout;
+use core::{marker::PhantomData, mem::size_of, ptr::NonNull};
 use kernel::{
     alloc::{
         allocator::Kmalloc,
-        flags::{GFP_KERNEL, __GFP_ZERO},
+        flags::{__GFP_ZERO, GFP_KERNEL},
         Allocator, NumaNode,
     },
     bindings,
@@ -92,22 +92,18 @@ impl<'a> CurrentCache<'a> {
     /// All entry slots.
     fn entries(&mut self) -> &mut [u64] {
         // SAFETY: By the type invariant the cache is one page, whose
-        // flexible array holds `MAX_ENTRIES` words after the header; only
-        // the task itself reads or writes them, and `&mut self` makes this
-        // the only borrow.
+        // flexible array holds `MAX_ENTRIES` words after the header (the
+        // pointer is derived from the whole allocation, not from a
+        // reference to the zero-sized field).  Only the task itself, in
+        // task context, reads or writes the entries, and no other slice of
+        // them is alive while this one is: `user_faultable()` only makes
+        // one to fill the cache, and hands out a raw pointer.
         unsafe {
             core::slice::from_raw_parts_mut(
-                (*self.ptr.as_ptr()).entries.as_mut_ptr().cast::<u64>(),
+                (&raw mut (*self.ptr.as_ptr()).entries).cast::<u64>(),
                 MAX_ENTRIES,
             )
         }
-    }
-
-    /// The callbacks that already got this entry's trace.
-    pub(crate) fn completed(&self) -> Completed {
-        // INVARIANT: The cache lives until the task is freed.
-        // SAFETY: Only the field address is taken.
-        Completed(unsafe { &raw mut (*self.ptr.as_ptr()).unwind_completed })
     }
 }
 
@@ -136,9 +132,8 @@ pub(crate) fn user_faultable<'a>(
 }
 
 /// The current task's `unwind_completed` bitmap, if it has a cache.
-pub(crate) fn completed(current: CurrentInfo<'_>) -> Option<Completed> {
-    // SAFETY: The task is current, so alive while `current` is.
-    unsafe { Completed::of(current.info()) }
+pub(crate) fn completed(current: CurrentInfo<'_>) -> Option<Completed<'_>> {
+    Completed::of(current.info())
 }
 
 /// A cache's `unwind_completed` bitmap, changed with atomic bit operations
@@ -146,23 +141,19 @@ pub(crate) fn completed(current: CurrentInfo<'_>) -> Option<Completed> {
 ///
 /// # Invariants
 ///
-/// `0` points to the `unwind_completed` word of a cache that outlives
-/// this value.
+/// `0` points to the `unwind_completed` word of a cache that is alive for
+/// `'a`.
 #[derive(Clone, Copy)]
-pub(crate) struct Completed(*mut usize);
+pub(crate) struct Completed<'a>(*mut usize, PhantomData<&'a ()>);
 
-impl Completed {
+impl<'a> Completed<'a> {
     /// The bitmap of `info`'s cache, if it has one.
-    ///
-    /// # Safety
-    ///
-    /// The task must stay alive while the result is used.
-    pub(crate) unsafe fn of(info: Info) -> Option<Self> {
+    pub(crate) fn of(info: Info<'a>) -> Option<Self> {
         let p = info.cache_ptr();
-        // INVARIANT: A non-null cache lives until the task is freed, which
-        // the caller guarantees is later.
+        // INVARIANT: A non-null cache lives until the task is freed, and
+        // the task is alive for `'a` (type invariant of `Info`).
         // SAFETY: `p` is a valid cache; only the field address is taken.
-        (!p.is_null()).then(|| Completed(unsafe { &raw mut (*p).unwind_completed }))
+        (!p.is_null()).then(|| Completed(unsafe { &raw mut (*p).unwind_completed }, PhantomData))
     }
 
     /// The bitmap's value.
@@ -172,17 +163,21 @@ impl Completed {
         unsafe { Atomic::from_ptr(self.0) }.load(Relaxed)
     }
 
-    /// Set bit `nr` (< `BITS_PER_LONG`).
+    /// Set bit `nr`; nothing if it is not a bit of the word.
     pub(crate) fn set(self, nr: u32) {
-        // SAFETY: By the type invariant the word is valid; `nr` is a bit of
-        // the word (callers pass registered bit numbers).
-        unsafe { bindings::set_bit(nr as usize, self.0) }
+        if nr < usize::BITS {
+            // SAFETY: By the type invariant the word is valid; `nr` is one
+            // of its bits (checked above).
+            unsafe { bindings::set_bit(nr as usize, self.0) }
+        }
     }
 
-    /// Clear bit `nr` (< `BITS_PER_LONG`).
+    /// Clear bit `nr`; nothing if it is not a bit of the word.
     pub(crate) fn clear(self, nr: u32) {
-        // SAFETY: As for `set`.
-        unsafe { bindings::clear_bit(nr as usize, self.0) }
+        if nr < usize::BITS {
+            // SAFETY: As for `set`.
+            unsafe { bindings::clear_bit(nr as usize, self.0) }
+        }
     }
 }
 
@@ -191,7 +186,7 @@ impl Completed {
 /// # Safety
 ///
 /// The task is being freed: nothing uses its state any more.
-pub(crate) unsafe fn free(info: Info) {
+pub(crate) unsafe fn free(info: Info<'_>) {
     let p = info.cache_ptr();
     if !p.is_null() {
         // SAFETY: `p` came from `Kmalloc::alloc(CACHE_LAYOUT)` in
@@ -199,6 +194,6 @@ pub(crate) unsafe fn free(info: Info) {
         // duty).
         unsafe { Kmalloc::free(NonNull::new_unchecked(p.cast()), CACHE_LAYOUT) };
         // SAFETY: Exclusive access (caller's duty).
-        unsafe { (*info.as_ptr()).cache = core::ptr::null_mut() };
+        unsafe { info.clear_cache_ptr() };
     }
 }

@@ -49,14 +49,16 @@ impl Cell32 for Atomic<u32> {
 }
 
 /// The halves of `unwind_info.id`, as atomics, for as long as `'a`.
-fn halves<'a>(info: Info) -> (&'a Atomic<u32>, &'a Atomic<u32>) {
+fn halves<'a>(info: Info<'a>) -> (&'a Atomic<u32>, &'a Atomic<u32>) {
     let id = info.id();
-    // SAFETY: `id` points into a live task's `unwind_info` (a union of two
-    // `u32`s and a `u64`); the halves are aligned `u32`s that live as long
-    // as the task, which outlives `'a` (the callers' `CurrentInfo<'a>`, or
-    // a test's own `unwind_task_info`).  Rust accesses them only
-    // atomically; the C side only zeroes the whole `id` on the return to
-    // user space, when no request of this entry can run any more.
+    // SAFETY: `id` points into the `unwind_info` (a union of two `u32`s and
+    // a `u64`) of a task alive for `'a` (type invariant of `Info`); the
+    // halves are aligned `u32`s.  Rust accesses them only atomically.  The
+    // C inline `unwind_reset_info()` zeroes the whole `id` with a plain
+    // store on the way back to user space; that runs on the task's own CPU
+    // with interrupts off, and the only other users of the cells (the
+    // task, and interrupts and NMIs of that CPU) never overlap with it: an
+    // NMI runs to completion between two of the task's instructions.
     unsafe {
         (
             Atomic::from_ptr(&raw mut (*id).__bindgen_anon_1.cpu),
@@ -71,7 +73,7 @@ pub(crate) fn get(current: CurrentInfo<'_>, irq_off: &LocalInterruptDisabled) ->
 }
 
 /// [`get`] on any `unwind_task_info` that only this context uses.
-fn get_for(info: Info, irq_off: &LocalInterruptDisabled) -> u64 {
+fn get_for(info: Info<'_>, irq_off: &LocalInterruptDisabled) -> u64 {
     let (cpu, cnt) = halves(info);
     // Interrupts are off: the CPU cannot change while `ctr` is used.
     let ctr = CTX_CTR.this_cpu(irq_off);

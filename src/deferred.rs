@@ -21,9 +21,10 @@
 //!   the trace from the cache ([`crate::cache`]) and calls each requested
 //!   callback that did not get this entry's trace yet.  Callbacks may
 //!   sleep; cancel waits for them.
-//! - Cancel unpublishes the callback, waits for requests in flight (RCU)
-//!   and for task_works that may have seen the bit (SRCU), then clears the
-//!   bit in every thread and cache; only then may the bit be reused.
+//! - Cancel unpublishes the callback, waits for requests in flight (RCU),
+//!   clears the bit in every task's mask, waits for task_works that may
+//!   have taken it (SRCU), then clears it in every cache; only then may
+//!   the bit be reused.
 //! - A task that exits with a request pending runs it from
 //!   `unwind_deferred_task_exit()`, while it still has its mm.
 //!
@@ -59,10 +60,10 @@ const NR_BITS: usize = usize::BITS as usize;
 ///
 /// # Invariants
 ///
-/// `bit` is only accessed atomically once the work is registered; `func`
-/// is written only by [`init`] before the work is published in [`WORKS`]
-/// (with release ordering), and read only after it was found there (with
-/// acquire ordering).
+/// `bit` is only ever accessed atomically.  `list` and `func` are written
+/// only by [`init`] while the work is not in [`WORKS`], before it is
+/// published there (release), and read only after it was found there
+/// (acquire).
 #[repr(transparent)]
 pub(crate) struct Work(Opaque<bindings::unwind_work>);
 
@@ -100,9 +101,10 @@ impl Work {
     }
 
     /// The work's bit, or `None` if it has none (cancelled: -1, or never
-    /// registered: a reserved bit).
+    /// registered: a reserved bit).  Acquire: pairs with [`init`]'s
+    /// release, so whoever sees the bit finds the work in [`WORKS`].
     fn bit(&self) -> Option<u32> {
-        let bit = u32::try_from(self.bit_cell().load(Relaxed))
+        let bit = u32::try_from(self.bit_cell().load(Acquire))
             .ok()
             .filter(|&b| (b as usize) < NR_BITS)?;
         (1usize << bit & RESERVED == 0).then_some(bit)
@@ -164,18 +166,24 @@ pub(crate) unsafe fn init(work: &Work, func: bindings::unwind_callback_t) -> Res
     }
     let mut used = REGISTERED.load(Relaxed);
     let bit = mask::alloc_bit(&mut used).ok_or(EBUSY)?;
-    // SAFETY: `work` is valid and not published, so nothing else reads it.
+    // No bit until published (a request of a cancelled work may be
+    // reading it: the C API allows that).
+    work.bit_cell().store(-1, Relaxed);
+    // SAFETY: `work` is valid (caller's duty) and not in `WORKS`, so no
+    // task_work reads `list` or `func`; `bit` is only written atomically.
     unsafe {
-        raw.write(bindings::unwind_work::default());
         let list = &raw mut (*raw).list;
-        (*list).next = list;
-        (*list).prev = list;
-        (*raw).func = func;
+        list.write(bindings::list_head {
+            next: list,
+            prev: list,
+        });
+        (&raw mut (*raw).func).write(func);
     }
     REGISTERED.store(used, Relaxed);
-    work.bit_cell().store(bit as i32, Relaxed);
-    // Publish last: the task_work may call `func` as soon as it sees it.
+    // Publish the work, then its bit: the task_work may call `func` as soon
+    // as it finds the work, and a request that sees the bit finds it.
     WORKS[bit as usize].store(raw, Release);
+    work.bit_cell().store(bit as i32, Release);
     Ok(())
 }
 
@@ -201,7 +209,7 @@ pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
         return Err(EINVAL);
     }
     let mode = if in_nmi() {
-        if !cfg!(CONFIG_ARCH_HAVE_NMI_SAFE_CMPXCHG) {
+        if warn_on_once!(!cfg!(CONFIG_ARCH_HAVE_NMI_SAFE_CMPXCHG)) {
             return Err(EINVAL);
         }
         NotifyMode::NmiCurrent
@@ -244,19 +252,21 @@ pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
 }
 
 /// Run the requested callbacks of the current task `task`.
-fn process(task: &CurrentTask) {
+///
+/// # Safety
+///
+/// Called from the task's task_work (its `callback_head` is off the task
+/// work list), or by the exiting task (`PF_EXITING` set: no request can
+/// queue the `callback_head` again while it is still on the list).
+unsafe fn process(task: &CurrentTask) {
     let current = CurrentInfo::new(task);
-    // Enter the read-side section before taking the bits: a bit taken
-    // here may belong to a work that `cancel()` is removing, and cancel
-    // gives the bit to a new work only after this section ends, so the
-    // new work is never called for the old one's request.
-    let _srcu = srcu().read_lock();
-    let Some(mut bits) = mask::take_pending(&current.info().mask()) else {
-        warn_on_once!(true);
+    if warn_on_once!(!mask::is_pending(&current.info().mask())) {
         return;
-    };
-    // From here on every requested callback is called, with an empty trace
-    // if the walk failed.
+    }
+    // The walk first, outside the SRCU section: it may fault pages in and
+    // block for as long as user space makes it (FUSE, userfaultfd), and
+    // cancel must not wait for that.  From here on every requested
+    // callback is called, with an empty trace if the walk failed.
     let (mut st, _cache) = match cache::user_faultable(task) {
         Ok((st, cache)) => (st, Some(cache)),
         Err(_) => (
@@ -266,6 +276,15 @@ fn process(task: &CurrentTask) {
             },
             None,
         ),
+    };
+    // Enter the read-side section before taking the bits: a bit taken
+    // here may belong to a work that `cancel()` is removing, and cancel
+    // gives the bit to a new work only after this section ends, so the
+    // new work is never called for the old one's request.
+    let _srcu = srcu().read_lock();
+    let Some(mut bits) = mask::take_pending(&current.info().mask()) else {
+        warn_on_once!(true);
+        return;
     };
     let completed = cache::completed(current);
     if let Some(c) = completed {
@@ -302,17 +321,23 @@ fn process(task: &CurrentTask) {
 ///
 /// Called only by `task_work_run()`, in the task that queued it.
 unsafe extern "C" fn task_work_fn(_head: *mut bindings::callback_head) {
-    process(current!());
+    // SAFETY: Called from the task_work: its `callback_head` is off the
+    // list (`task_work_run()` takes it off before calling this).
+    unsafe { process(current!()) };
 }
 
 /// `unwind_deferred_task_exit()`: the exiting current task `task` runs a
 /// pending request while it still has its mm.
 pub(crate) fn task_exit(task: &CurrentTask) {
     let current = CurrentInfo::new(task);
-    if !mask::is_pending(&current.info().mask()) {
+    // SAFETY: `task` is current; only current changes its own `flags`
+    // (others only set unrelated bits atomically).
+    let exiting = unsafe { (*task.as_ptr()).flags } & bindings::PF_EXITING != 0;
+    if warn_on_once!(!exiting) || !mask::is_pending(&current.info().mask()) {
         return;
     }
-    process(task);
+    // SAFETY: `PF_EXITING` is set (checked above).
+    unsafe { process(task) };
     // SAFETY: `task` is current, hence valid.
     unsafe { current.work().cancel(task.as_ptr()) };
 }
@@ -338,8 +363,7 @@ pub(crate) fn cancel(work: &Work) {
     srcu().synchronize();
     // No task_work that may mark the bit completed is running any more.
     for_each_thread(bit, |info, bit| {
-        // SAFETY: `for_each_thread` passes live threads only.
-        if let Some(c) = unsafe { Completed::of(info) } {
+        if let Some(c) = Completed::of(info) {
             c.clear(bit);
         }
     });
@@ -352,9 +376,9 @@ pub(crate) fn cancel(work: &Work) {
 
 /// Call `f(thread's state, bit)` on every thread, under RCU; `f` must not
 /// sleep.
-fn for_each_thread(bit: u32, f: fn(Info, u32)) {
+fn for_each_thread(bit: u32, f: for<'t> fn(Info<'t>, u32)) {
     struct Visit {
-        f: fn(Info, u32),
+        f: for<'t> fn(Info<'t>, u32),
         bit: u32,
     }
     /// # Safety
@@ -452,8 +476,9 @@ mod tests {
 
     #[test]
     fn request_from_kernel_thread_is_refused() -> Result {
+        let task = current!();
         let w = Registered::new()?;
-        assert!(matches!(request(current!(), &w.0), Err(e) if e == EINVAL));
+        assert!(matches!(request(task, &w.0), Err(e) if e == EINVAL));
         Ok(())
     }
 
@@ -495,7 +520,8 @@ mod tests {
         unsafe { init(&w, Some(count_calls)) }?;
         let bit = w.bit().ok_or(EINVAL)?;
         let n = registered();
-        let m = CurrentInfo::new(current!()).info().mask();
+        let task = current!();
+        let m = CurrentInfo::new(task).info().mask();
         m.fetch_or(1 << bit);
         cancel(&w);
         assert_eq!(m.load() & (1 << bit), 0);
@@ -503,7 +529,7 @@ mod tests {
         assert!(WORKS[bit as usize].load(Relaxed).is_null());
         assert_eq!(registered(), n - 1);
         // A cancelled work cannot request, and a second cancel is harmless.
-        assert!(request(current!(), &w).is_err());
+        assert!(request(task, &w).is_err());
         cancel(&w);
         assert_eq!(registered(), n - 1);
         Ok(())
@@ -533,12 +559,15 @@ mod tests {
     fn pending_callback_runs_once_even_without_a_trace() -> Result {
         let w = Registered::new()?;
         let bit = w.0.bit().ok_or(EINVAL)?;
-        let m = CurrentInfo::new(current!()).info().mask();
+        let task = current!();
+        let m = CurrentInfo::new(task).info().mask();
         let saved = m.load();
         CALLS.store(0, Relaxed);
         // As if a request had been made: PENDING and the work's bit.
         m.fetch_or(PENDING | 1 << bit);
-        process(current!());
+        // SAFETY: A kernel thread's `callback_head` is never queued (its
+        // requests are refused).
+        unsafe { process(task) };
         // A kernel thread has no user stack: the callback gets an empty
         // trace, but it is called, exactly once.
         assert_eq!(CALLS.load(Relaxed), 1);

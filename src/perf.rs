@@ -72,7 +72,8 @@ pub unsafe extern "C" fn perf_callchain_rust(
     regs: *mut bindings::pt_regs,
 ) -> *mut bindings::perf_callchain_entry {
     // SAFETY: `event` is a valid, active event (caller's duty); its `attr`
-    // never changes after creation.
+    // changes only while the event is disabled
+    // (`PERF_EVENT_IOC_MODIFY_ATTRIBUTES`), never while it takes samples.
     let attr = unsafe { &(*event).attr };
     let task = current!();
     // SAFETY: An active event has a context; its `task` is fixed for the

@@ -22,29 +22,30 @@ use crate::logic::mask::MaskWord;
 use core::marker::PhantomData;
 use kernel::{
     bindings,
+    sync::atomic::{Acquire, Atomic, Release},
     task::CurrentTask,
     task_work::TaskWork,
 };
 
-/// The unwind state of one task: `&task->unwind_info`.
+/// The unwind state of one task, `&task->unwind_info`, for `'a`.
 ///
 /// # Invariants
 ///
-/// `0` points to the `unwind_info` of a task that outlives this value.
+/// `0` points to the `unwind_info` of a task that is alive for `'a`.
 #[derive(Clone, Copy)]
-pub(crate) struct Info(*mut bindings::unwind_task_info);
+pub(crate) struct Info<'a>(*mut bindings::unwind_task_info, PhantomData<&'a ()>);
 
-impl Info {
+impl<'a> Info<'a> {
     /// The state of `task`.
     ///
     /// # Safety
     ///
-    /// `task` must be valid for the lifetime of the returned value.
+    /// `task` must be valid for `'a`.
     #[inline]
     pub(crate) unsafe fn of(task: *mut bindings::task_struct) -> Self {
         // INVARIANT: Guaranteed by the caller.
         // SAFETY: `task` is valid; only the field address is taken.
-        Info(unsafe { &raw mut (*task).unwind_info })
+        Info(unsafe { &raw mut (*task).unwind_info }, PhantomData)
     }
 
     /// The state at `p`, which need not be in a task (tests).
@@ -56,7 +57,7 @@ impl Info {
     #[inline]
     pub(crate) unsafe fn from_raw(p: *mut bindings::unwind_task_info) -> Self {
         // INVARIANT: Guaranteed by the caller.
-        Info(p)
+        Info(p, PhantomData)
     }
 
     /// Raw pointer, for the C API.
@@ -67,20 +68,36 @@ impl Info {
 
     /// The request bitmask, `unwind_mask`.
     #[inline]
-    pub(crate) fn mask(self) -> Mask {
-        // INVARIANT: The field lives as long as the task.
+    pub(crate) fn mask(self) -> Mask<'a> {
+        // INVARIANT: The field lives as long as the task, for `'a`.
         // SAFETY: By the type invariant `self.0` is valid.
-        Mask(unsafe { &raw mut (*self.0).unwind_mask })
+        Mask(unsafe { &raw mut (*self.0).unwind_mask }, PhantomData)
+    }
+
+    /// The `cache` pointer, as an atomic: the task sets it (once, from null
+    /// to a cache that then lives until the task is freed) while cancel
+    /// reads it from other CPUs; `unwind_task_free()` clears it when no
+    /// one else looks at the task.
+    fn cache_cell(self) -> &'a Atomic<*mut bindings::unwind_cache> {
+        // SAFETY: By the type invariant the field is valid for `'a`; it is
+        // an aligned pointer, accessed only atomically from Rust (the C
+        // inline `unwind_reset_info()` only reads it, on the task itself).
+        unsafe { Atomic::from_ptr(&raw mut (*self.0).cache) }
     }
 
     /// The task's unwind cache, or null.
     #[inline]
     pub(crate) fn cache_ptr(self) -> *mut bindings::unwind_cache {
-        // SAFETY: By the type invariant `self.0` is valid.  The pointer is
-        // an aligned word, written only by the task itself (once, from null
-        // to a cache that then lives until the task is freed) and by
-        // `unwind_task_free()` when no one else looks at the task.
-        unsafe { (&raw const (*self.0).cache).read_volatile() }
+        self.cache_cell().load(Acquire)
+    }
+
+    /// Clear the cache pointer.
+    ///
+    /// # Safety
+    ///
+    /// The task is being freed: no one else looks at it.
+    pub(crate) unsafe fn clear_cache_ptr(self) {
+        self.cache_cell().store(core::ptr::null_mut(), Release)
     }
 
     /// The task's `callback_head` for the deferred task_work.
@@ -102,7 +119,7 @@ impl Info {
 /// a borrow of the [`CurrentTask`], so it cannot leave the task's context.
 #[derive(Clone, Copy)]
 pub(crate) struct CurrentInfo<'a> {
-    info: Info,
+    info: Info<'a>,
     _task: PhantomData<&'a CurrentTask>,
 }
 
@@ -122,7 +139,7 @@ impl<'a> CurrentInfo<'a> {
 
     /// What any CPU may use.
     #[inline]
-    pub(crate) fn info(self) -> Info {
+    pub(crate) fn info(self) -> Info<'a> {
         self.info
     }
 
@@ -137,10 +154,9 @@ impl<'a> CurrentInfo<'a> {
     /// Set the task's cache pointer (from null, once).
     #[inline]
     pub(crate) fn set_cache_ptr(self, cache: *mut bindings::unwind_cache) {
-        // SAFETY: The task is current (type invariant of `CurrentInfo`),
-        // and only the task itself and `unwind_task_free()` (once no one
-        // else can look at the task) write the pointer.
-        unsafe { (&raw mut (*self.info.0).cache).write_volatile(cache) }
+        // Release: cancel on another CPU that sees the pointer sees the
+        // zeroed cache behind it.
+        self.info.cache_cell().store(cache, Release)
     }
 }
 
@@ -168,11 +184,11 @@ pub(crate) fn has_mm(task: &CurrentTask) -> bool {
 ///
 /// # Invariants
 ///
-/// `0` points to a valid `atomic_long_t` that outlives this value.
+/// `0` points to a valid `atomic_long_t` for `'a`.
 #[derive(Clone, Copy)]
-pub(crate) struct Mask(*mut bindings::atomic_long_t);
+pub(crate) struct Mask<'a>(*mut bindings::atomic_long_t, PhantomData<&'a ()>);
 
-impl MaskWord for Mask {
+impl MaskWord for Mask<'_> {
     #[inline]
     fn load(&self) -> usize {
         // SAFETY: By the type invariant the atomic is valid.

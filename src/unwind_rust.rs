@@ -30,10 +30,13 @@
 macro_rules! warn_on_once {
     ($cond:expr) => {{
         let cond = $cond;
+        #[cfg(CONFIG_BUG)]
         if cond {
-            const FLAGS: u32 = kernel::bug::bugflag_taint(kernel::bindings::TAINT_WARN)
-                | kernel::bindings::BUGFLAG_ONCE;
-            kernel::warn_flags!(file!(), FLAGS);
+            // (Not `FLAGS`: `warn_flags!` defines that name in this block.)
+            const WARN_ON_ONCE_FLAGS: u32 =
+                kernel::bug::bugflag_taint(kernel::bindings::TAINT_WARN)
+                    | kernel::bindings::BUGFLAG_ONCE;
+            kernel::warn_flags!(file!(), WARN_ON_ONCE_FLAGS);
         }
         cond
     }};

@@ -13,7 +13,6 @@
 use crate::logic::walk::{self as rules, FrameRule, Stop, UserMemory, UserRegs, WordSize};
 use kernel::{
     bindings,
-    prelude::*,
     uaccess::{UserPtr, UserSlice},
 };
 
@@ -91,6 +90,7 @@ mod tests {
     use super::*;
     use crate::logic::walk::WordSize;
     use crate::logic::walk_cases::{self, CASES};
+    use kernel::prelude::*;
 
     #[test]
     fn shared_cases() {

@@ -71,10 +71,10 @@ impl<T: Sync> PerCpu<T> {
     #[inline]
     pub fn this_cpu<'a>(&'a self, _irq_off: &'a LocalInterruptDisabled) -> &'a T {
         // SAFETY: By the type invariant `ptr` is a valid `__percpu` pointer,
-        // so `raw_cpu_ptr()` gives this CPU's initialised instance of `T`,
-        // which lives forever.  The task cannot migrate while interrupts
-        // are disabled, which `_irq_off` guarantees for `'a`; others on the
-        // same CPU only get shared references and `T: Sync`.
+        // so `raw_cpu_ptr()` gives an initialised instance of `T` that
+        // lives forever, and others only ever get shared references to it,
+        // with `T: Sync`.  (That it is this CPU's instance for all of `'a`,
+        // as interrupts stay off, is what makes it useful, not sound.)
         unsafe { &*bindings::raw_cpu_ptr(self.ptr).cast::<T>() }
     }
 }

@@ -50,10 +50,11 @@ pub fn irqs_disabled() -> bool {
 #[inline]
 pub fn with_irqs_disabled<R>(f: impl FnOnce(&LocalInterruptDisabled) -> R) -> R {
     if irqs_disabled() {
-        // SAFETY: Interrupts are disabled now and stay disabled for the
-        // whole call: only this context could enable them again, and it
-        // runs `f`, which gets no way to do so; an NMI restores the flags
-        // it interrupted.  This is also why it is sound in NMI context.
+        // SAFETY: Interrupts are disabled now, and this context is the
+        // only one that could enable them again: an interrupt or NMI
+        // restores the flags it interrupted.  `f` must not enable them or
+        // sleep, as for any holder of a `LocalInterruptDisabled`.  This
+        // does not touch the interrupt state, so it is fine in NMI context.
         f(unsafe { LocalInterruptDisabled::assume_disabled() })
     } else {
         // Interrupts are enabled, so this is neither NMI nor hardirq

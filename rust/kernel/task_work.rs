@@ -98,7 +98,8 @@ impl TaskWork {
     ///
     /// The work was initialised with [`TaskWork::init`], is not queued,
     /// and stays valid until its function has started or
-    /// [`TaskWork::cancel`] has removed it.
+    /// [`TaskWork::cancel`] has removed it.  In NMI context `mode` must be
+    /// [`NotifyMode::NmiCurrent`] (`TWA_RESUME` is not NMI-safe).
     #[inline]
     pub unsafe fn queue_on_current(&self, mode: NotifyMode) -> Result {
         // SAFETY: `current` is a valid task; the work is the caller's to
