@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Test driver for deferred user unwinding (CONFIG_UNWIND_DEFERRED_TEST).
+ * Reset only while nothing runs: "spin", "request" and callbacks log
+ * without the lock.
  *
  * It registers unwind_works of its own ("tracers") and calls
  * unwind_deferred_request() from every context the API allows:
@@ -49,10 +51,15 @@
 #include <asm/irq_regs.h>
 #include <asm/nmi.h>
 
-#define UDT_SLOTS	64
+#define UDT_SLOTS	BITS_PER_LONG
 #define UDT_MAX_REQ	(1 << 18)
 #define UDT_MAX_CB	(1 << 14)
 #define UDT_IPS		32
+/*
+ * Requests stop this far from a full log, so every logged one's callback
+ * fits too: rounds in flight x 2 requests x UDT_SLOTS.
+ */
+#define UDT_ROOM	1024
 
 /* Where a request was made. */
 enum { UDT_NMI = 'N', UDT_IRQ = 'I', UDT_TASK = 'T', UDT_WORK = 'W' };
@@ -63,8 +70,8 @@ enum { UDT_NMI = 'N', UDT_IRQ = 'I', UDT_TASK = 'T', UDT_WORK = 'W' };
  * cookie, and requests with different labels different ones.
  */
 #define UDT_LABEL_SPIN	(1U << 28)	/* one "spin" system call */
-#define UDT_LABEL_IRQ	(2U << 28)	/* a timer interrupt from user mode */
-#define UDT_LABEL_NMI	(3U << 28)	/* an NMI from user mode */
+#define UDT_LABEL_IRQ	(2U << 28)	/* timer interrupts from user mode */
+#define UDT_LABEL_NMI	(3U << 28)	/* NMIs from user mode */
 #define UDT_LABEL_MASK	((1U << 28) - 1)
 
 /* Callback flags. */
@@ -84,7 +91,7 @@ struct udt_tracer {
 struct udt_req {
 	u64	cookie;
 	u32	tid, label, gen;
-	s16	ret;
+	int	ret;
 	u8	ctx, user, slot, rep, cpu, valid;
 };
 
@@ -109,6 +116,16 @@ static struct {
 	/* The "spin" system call of the target in progress. */
 	struct task_struct	*spin_task;
 	u32			spin_label;
+	/*
+	 * The target's entry from user mode: one NMI or interrupt from user
+	 * mode starts it, and it lasts until the target's task_work has run
+	 * (the cookie is reset only after that), so NMIs and interrupts from
+	 * user mode before then (back-to-back NMIs, the irq_work that
+	 * TWA_NMI_CURRENT sends) are the same entry.
+	 */
+	u32			user_label;
+	unsigned int		user_label_epoch;
+	unsigned int		cb_epoch;	/* target's task_works run */
 	/* Callback behaviour. */
 	unsigned int		cb_delay_us;
 	int			chain_from, chain_to;
@@ -116,6 +133,7 @@ static struct {
 	struct udt_req		*req;
 	struct udt_cb		*cb;
 	atomic_t		nr_req, nr_cb, next_label;
+	atomic_t		nr_queued;	/* requests that returned 0 */
 } udt = {
 	.lock = __MUTEX_INITIALIZER(udt.lock),
 	.dead = LIST_HEAD_INIT(udt.dead),
@@ -130,7 +148,7 @@ static struct {
 	atomic_t	nmi, nmi_sent, req_nmi_user, req_nmi_kernel, req_irq;
 	atomic_t	req_task, req_work, req_lost, cb_lost, after_cancel;
 	atomic_t	irqs_off_after_request, irqs_on_in_irq, spins;
-	atomic_t	nmi_kernel_skipped;
+	atomic_t	nmi_kernel_skipped, req_nmi_timer, req_nmi_spin, throttled;
 } stats;
 
 static DEFINE_PER_CPU(struct hrtimer, udt_timer);
@@ -155,6 +173,8 @@ static void udt_log_req(int ctx, bool user, u32 label, struct udt_tracer *t,
 	r->label = label;
 	r->gen = t->gen;
 	r->ret = ret;
+	if (!ret)
+		atomic_inc(&udt.nr_queued);
 	r->ctx = ctx;
 	r->user = user;
 	r->slot = t->slot;
@@ -169,10 +189,23 @@ static void udt_log_req(int ctx, bool user, u32 label, struct udt_tracer *t,
  * entry must answer 1 ("already requested").  Called in NMI, hardirq or
  * under rcu_read_lock(): cancel waits for it with synchronize_rcu().
  */
+/* Room in both logs for a round of requests and their callbacks. */
+static bool udt_room(void)
+{
+	if (atomic_read(&udt.nr_req) < UDT_MAX_REQ - UDT_ROOM &&
+	    atomic_read(&udt.nr_queued) < UDT_MAX_CB - UDT_ROOM)
+		return true;
+	atomic_inc(&stats.throttled);
+	return false;
+}
+
 static void udt_requests(int ctx, bool user, u32 label)
 {
 	unsigned long mask = READ_ONCE(udt.mask);
 	int slot;
+
+	if (!udt_room())
+		return;
 
 	for_each_set_bit(slot, &mask, UDT_SLOTS) {
 		struct udt_tracer *t = READ_ONCE(udt.slots[slot]);
@@ -193,55 +226,82 @@ static u32 udt_new_label(u32 kind)
 	return kind | (atomic_inc_return(&udt.next_label) & UDT_LABEL_MASK);
 }
 
+/* The label of the target's entry from user mode (see udt.user_label). */
+static u32 udt_user_label(u32 kind)
+{
+	unsigned int epoch = READ_ONCE(udt.cb_epoch);
+	u32 label = READ_ONCE(udt.user_label);
+
+	if (!label || READ_ONCE(udt.user_label_epoch) != epoch) {
+		label = udt_new_label(kind);
+		WRITE_ONCE(udt.user_label_epoch, epoch);
+		WRITE_ONCE(udt.user_label, label);
+	}
+	return label;
+}
+
 /* The label of the target's current entry when it is inside "spin". */
 static u32 udt_spin_label(void)
 {
 	return READ_ONCE(udt.spin_task) == current ? READ_ONCE(udt.spin_label) : 0;
 }
 
+/*
+ * Returns how many of the NMIs sent here it handles: when two were sent
+ * and one is latched behind this one, the NMI core then swallows it
+ * instead of reporting an unknown NMI.
+ */
 static int udt_nmi(unsigned int cmd, struct pt_regs *regs)
 {
+	int n = atomic_xchg(this_cpu_ptr(&udt_nmi_expected), 0);
 	u32 label;
 
-	if (!atomic_xchg(this_cpu_ptr(&udt_nmi_expected), 0))
+	if (!n)
 		return NMI_DONE;
 	atomic_inc(&stats.nmi);
-	if (!READ_ONCE(udt.armed) || current != READ_ONCE(udt.target))
-		return NMI_HANDLED;
+	if (!READ_ONCE(udt.armed) || current != READ_ONCE(udt.target) ||
+	    (current->flags & PF_EXITING))
+		return n;
 
 	if (__this_cpu_read(udt_in_timer))
 		label = __this_cpu_read(udt_irq_label);
 	else if (user_mode(regs))
-		label = udt_new_label(UDT_LABEL_NMI);
+		label = udt_user_label(UDT_LABEL_NMI);
 	else
 		label = udt_spin_label();
 	/*
 	 * An NMI in the kernel outside "spin" may hit the way back to user
 	 * space after unwind_reset_info() cleared the mask but before it
-	 * cleared the cookie: the request would get the old entry's cookie
-	 * and its callback the next entry's.  That window is in the shared
-	 * C inline, the same on both implementations; it is left out here
-	 * (counted), so that every other request has an exact outcome.
+	 * cleared the cookie: the request would get the old entry's cookie,
+	 * and its callback, run at a later return to user space, that
+	 * entry's cookie or 0.  That window is in the shared C inline, the
+	 * same on both implementations; it is left out here (counted), so
+	 * that every other request has an exact outcome.
 	 */
 	if (!label) {
 		atomic_inc(&stats.nmi_kernel_skipped);
-		return NMI_HANDLED;
+		return n;
 	}
-	atomic_inc(user_mode(regs) ? &stats.req_nmi_user : &stats.req_nmi_kernel);
+	if (user_mode(regs))
+		atomic_inc(&stats.req_nmi_user);
+	else
+		atomic_inc(&stats.req_nmi_kernel);
+	if (__this_cpu_read(udt_in_timer))
+		atomic_inc(&stats.req_nmi_timer);
+	else if (!user_mode(regs))
+		atomic_inc(&stats.req_nmi_spin);
 	udt_requests(UDT_NMI, user_mode(regs), label);
 	if (!irqs_disabled())
 		atomic_inc(&stats.irqs_on_in_irq);
-	return NMI_HANDLED;
+	return n;
 }
 
 static void udt_send_nmi(int cpu)
 {
 	atomic_inc(per_cpu_ptr(&udt_nmi_expected, cpu));
 	atomic_inc(&stats.nmi_sent);
-	if (cpu == smp_processor_id())
-		__apic_send_IPI_self(NMI_VECTOR);
-	else
-		__apic_send_IPI(cpu, NMI_VECTOR);
+	/* Not send_IPI_self: x2APIC's self-IPI register takes no NMIs. */
+	__apic_send_IPI(cpu, NMI_VECTOR);
 }
 
 static enum hrtimer_restart udt_timer_fn(struct hrtimer *timer)
@@ -255,8 +315,8 @@ static enum hrtimer_restart udt_timer_fn(struct hrtimer *timer)
 	if (!READ_ONCE(udt.armed) || !target)
 		return HRTIMER_NORESTART;
 
-	if (current == target) {
-		u32 label = user ? udt_new_label(UDT_LABEL_IRQ) : udt_spin_label();
+	if (current == target && !(current->flags & PF_EXITING)) {
+		u32 label = user ? udt_user_label(UDT_LABEL_IRQ) : udt_spin_label();
 
 		__this_cpu_write(udt_irq_label, label);
 		__this_cpu_write(udt_in_timer, true);
@@ -297,14 +357,17 @@ static void udt_disarm(void)
 {
 	int cpu;
 
+	struct task_struct *t = udt.target;
+
 	WRITE_ONCE(udt.armed, false);
 	for_each_possible_cpu(cpu)
 		hrtimer_cancel(per_cpu_ptr(&udt_timer, cpu));
+	WRITE_ONCE(udt.target, NULL);
 	/* No NMI handler may still look at the target. */
 	synchronize_rcu();
-	if (udt.target)
-		put_task_struct(udt.target);
-	WRITE_ONCE(udt.target, NULL);
+	if (t)
+		put_task_struct(t);
+	WRITE_ONCE(udt.user_label, 0);
 }
 
 static int udt_arm(pid_t tid, unsigned long mask, unsigned int sources,
@@ -312,7 +375,7 @@ static int udt_arm(pid_t tid, unsigned long mask, unsigned int sources,
 {
 	struct task_struct *t;
 
-	if (!period_us)
+	if (period_us < 10)
 		return -EINVAL;
 	t = find_get_task_by_vpid(tid);
 	if (!t)
@@ -337,6 +400,9 @@ static void udt_callback(struct unwind_work *work,
 
 	/* Callbacks run in task context and may sleep. */
 	might_sleep();
+	/* The target's entry ends with this task_work (see udt.user_label). */
+	if (current == READ_ONCE(udt.target))
+		WRITE_ONCE(udt.cb_epoch, READ_ONCE(udt.cb_epoch) + 1);
 	if (irqs_disabled())
 		flags |= UDT_CB_IRQS_OFF;
 	if (!in_task() || preempt_count())
@@ -374,7 +440,7 @@ static void udt_callback(struct unwind_work *work,
 
 		rcu_read_lock();
 		n = to >= 0 && to < UDT_SLOTS ? READ_ONCE(udt.slots[to]) : NULL;
-		if (n && READ_ONCE(n->active)) {
+		if (n && READ_ONCE(n->active) && udt_room()) {
 			u64 c;
 			int ret = unwind_deferred_request(&n->work, &c);
 
@@ -405,8 +471,9 @@ static int udt_register(int slot)
 	t->slot = slot;
 	t->gen = ++udt.next_gen;
 	INIT_LIST_HEAD(&t->node);
-	WRITE_ONCE(t->active, true);
-	WRITE_ONCE(udt.slots[slot], t);
+	t->active = true;
+	/* Publish: pairs with the READ_ONCE() of requesters (dependency). */
+	smp_store_release(&udt.slots[slot], t);
 	return 0;
 }
 
@@ -472,6 +539,7 @@ static void udt_reset(void)
 	memset(udt.cb, 0, UDT_MAX_CB * sizeof(*udt.cb));
 	atomic_set(&udt.nr_req, 0);
 	atomic_set(&udt.nr_cb, 0);
+	atomic_set(&udt.nr_queued, 0);
 	memset(&stats, 0, sizeof(stats));
 	WRITE_ONCE(udt.cb_delay_us, 0);
 	WRITE_ONCE(udt.chain_from, -1);
@@ -553,8 +621,18 @@ static ssize_t udt_ctl_write(struct file *file, const char __user *ubuf,
 	return ret ? ret : count;
 }
 
+/* A test that dies leaves no timer running and no task referenced. */
+static int udt_ctl_release(struct inode *inode, struct file *file)
+{
+	mutex_lock(&udt.lock);
+	udt_disarm();
+	mutex_unlock(&udt.lock);
+	return 0;
+}
+
 static const struct file_operations udt_ctl_fops = {
 	.write = udt_ctl_write,
+	.release = udt_ctl_release,
 	.llseek = noop_llseek,
 };
 
@@ -671,6 +749,10 @@ static int udt_stats_show(struct seq_file *m, void *v)
 	UDT_STAT(irqs_on_in_irq);
 	UDT_STAT(spins);
 	UDT_STAT(nmi_kernel_skipped);
+	UDT_STAT(req_nmi_timer);
+	UDT_STAT(req_nmi_spin);
+	UDT_STAT(throttled);
+	seq_printf(m, "max_req %d\nmax_cb %d\n", UDT_MAX_REQ, UDT_MAX_CB);
 #undef UDT_STAT
 	return 0;
 }

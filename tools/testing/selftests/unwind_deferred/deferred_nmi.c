@@ -67,7 +67,6 @@ struct cb {
 	uint32_t tid, cpu, slot, gen, flags, nr;
 	uint64_t cookie;
 	uint64_t ips[32];
-	int matched;
 };
 
 static struct req *reqs;
@@ -139,6 +138,7 @@ static int read_tracers(void)
 	unsigned int gen;
 
 	memset(bit_of_slot, -1, sizeof(bit_of_slot));
+	memset(gen_of_slot, 0, sizeof(gen_of_slot));
 	while (f && fscanf(f, " T %d %u %d", &slot, &gen, &bit) == 3) {
 		if (slot >= 0 && slot < 64) {
 			bit_of_slot[slot] = bit;
@@ -183,7 +183,6 @@ static void read_logs(void)
 			continue;
 		p += used;
 		c->cookie = cookie;
-		c->matched = 0;
 		for (uint32_t i = 0; i < c->nr && i < 32; i++) {
 			unsigned long long ip;
 
@@ -379,10 +378,12 @@ static uint32_t label_of(uint64_t cookie)
 }
 
 struct verdict {
+	size_t c_ret_bit;	/* upstream C: first request returned its bit */
 	size_t bad_ret, bad_rep, zero_cookie, label_split, label_shared;
 	size_t missing, dup, unrequested, bad_flags, kernel_addr;
 	size_t trace_differs, bad_order, user_exact, user_bad, spin_exact;
 	size_t spin_bad, cookies, after_cancel_cb;
+	size_t max_nmi_per_entry;	/* NMI requests with one cookie */
 };
 
 /*
@@ -395,7 +396,7 @@ static void check_run(uint32_t tid, struct verdict *v,
 {
 	struct req *rq = calloc(nr_req + 1, sizeof(*rq));
 	struct cb *cq = calloc(nr_cb + 1, sizeof(*cq));
-	size_t n = 0, m = 0, i, j;
+	size_t n = 0, m = 0, i, j, k;
 
 	memset(v, 0, sizeof(*v));
 	if (!rq || !cq)
@@ -420,15 +421,28 @@ static void check_run(uint32_t tid, struct verdict *v,
 	for (i = 0; i < nr_req; i++) {
 		const struct req *r = &reqs[i];
 
+		uint32_t u = (uint32_t)r->ret;
+
 		if (r->tid != tid)
 			continue;
-		if (r->ret < 0 || r->ret > 1)
+		rq[n] = *r;
+		/*
+		 * Upstream C returns "old & bit" when an NMI request of the same
+		 * work set the bit between its read and its fetch_or: the bit
+		 * value (0 above bit 31), not 1.  The request is an "already
+		 * requested" one; counted and printed, C only.
+		 */
+		if (!is_rust && r->rep == 0 && u > 1 && !(u & (u - 1))) {
+			v->c_ret_bit++;
+			rq[n].ret = 1;
+		}
+		if (rq[n].ret < 0 || rq[n].ret > 1)
 			v->bad_ret++;
 		if (r->rep == 1 && r->ret != 1)
 			v->bad_rep++;
 		if (!r->cookie)
 			v->zero_cookie++;
-		rq[n++] = *r;
+		n++;
 	}
 	for (i = 0; i < nr_cb; i++)
 		if (cbs[i].tid == tid)
@@ -441,9 +455,16 @@ static void check_run(uint32_t tid, struct verdict *v,
 		    rq[i].cookie != rq[i - 1].cookie)
 			v->label_split++;
 	qsort(rq, n, sizeof(*rq), req_cookie_cmp);
-	for (i = 0; i < n; i++) {
-		if (!i || rq[i].cookie != rq[i - 1].cookie)
+	for (i = 0, k = 0; i < n; i++) {
+		size_t nmis = 0;
+
+		if (!i || rq[i].cookie != rq[i - 1].cookie) {
 			v->cookies++;
+			for (k = i; k < n && rq[k].cookie == rq[i].cookie; k++)
+				nmis += rq[k].ctx == 'N';
+			if (nmis > v->max_nmi_per_entry)
+				v->max_nmi_per_entry = nmis;
+		}
 		else if (rq[i].label && rq[i - 1].label &&
 			 rq[i].label != rq[i - 1].label)
 			v->label_shared++;
@@ -493,13 +514,12 @@ static void check_run(uint32_t tid, struct verdict *v,
 	 * request group, none without one. */
 	qsort(rq, n, sizeof(*rq), req_key_cmp);
 	qsort(cq, m, sizeof(*cq), cb_key_cmp);
-	for (i = 0, j = 0; i < n; i++) {
+	for (i = 0, j = 0; i < n; i = k) {
+		bool any_ok = false;
 		int calls = 0;
 
-		if (i && !req_key_cmp(&rq[i], &rq[i - 1]))
-			continue;
-		if (rq[i].ret < 0)
-			continue;
+		for (k = i; k < n && !req_key_cmp(&rq[k], &rq[i]); k++)
+			any_ok |= rq[k].ret >= 0;
 		while (j < m && cb_req_cmp(&cq[j], &rq[i]) < 0) {
 			v->unrequested++;
 			ksft_print_msg("callback of slot %u gen %u cookie %#llx without a request\n",
@@ -510,6 +530,10 @@ static void check_run(uint32_t tid, struct verdict *v,
 		while (j < m && !cb_req_cmp(&cq[j], &rq[i])) {
 			calls++;
 			j++;
+		}
+		if (!any_ok) {
+			v->unrequested += calls;
+			continue;
 		}
 		if (calls > 1)
 			v->dup++;
@@ -531,7 +555,8 @@ static void check_run(uint32_t tid, struct verdict *v,
 	free(cq);
 }
 
-static bool always(uint32_t slot, uint32_t gen)
+static bool always(uint32_t slot __attribute__((unused)),
+		   uint32_t gen __attribute__((unused)))
 {
 	return true;
 }
@@ -539,12 +564,14 @@ static bool always(uint32_t slot, uint32_t gen)
 static void print_verdict(const char *what, const struct verdict *v)
 {
 	ksft_print_msg("%s: %zu requests, %zu callbacks, %zu cookies; "
+		       "C first request returned its bit %zu; "
 		       "bad ret %zu, repeat!=1 %zu, zero cookie %zu, "
 		       "label split %zu, label shared %zu, missing %zu, dup %zu, "
 		       "unrequested %zu, bad ctx %zu, kernel addr %zu, "
 		       "trace differs %zu, order %zu, after cancel %zu; stacks: "
 		       "user exact %zu bad %zu, syscall exact %zu bad %zu\n",
-		       what, nr_req, nr_cb, v->cookies, v->bad_ret, v->bad_rep,
+		       what, nr_req, nr_cb, v->cookies, v->c_ret_bit,
+		       v->bad_ret, v->bad_rep,
 		       v->zero_cookie, v->label_split, v->label_shared,
 		       v->missing, v->dup, v->unrequested, v->bad_flags,
 		       v->kernel_addr, v->trace_differs, v->bad_order,
@@ -618,12 +645,14 @@ static void test_registration(void)
 		if (b < 0)
 			continue;
 		ours++;
-		if (b < 2 || b > 63 || (seen & (1ULL << b)))
+		if (b < 2 || b > 63 || (seen & (1ULL << b))) {
 			bits_ok = false;
+			continue;
+		}
 		seen |= 1ULL << b;
 	}
 	bit5 = bit_of_slot[5];
-	/* BITS_PER_LONG - 2 reserved bits, one of them perf's. */
+	/* BITS_PER_LONG - 2 usable bits, one of them perf's. */
 	ksft_print_msg("registered %d tracers, then error %d; bits distinct in [2, 63]: %s, free bits left: %d\n",
 		       n, err, bits_ok ? "yes" : "no",
 		       __builtin_popcountll(~seen & ~3ULL));
@@ -678,7 +707,8 @@ static void run_target(unsigned int ms, unsigned int period_us,
 	memset(a, 0, sizeof(*a));
 	a->ms = ms;
 	a->spin = spin;
-	pthread_create(th, NULL, target_main, a);
+	if (pthread_create(th, NULL, target_main, a))
+		ksft_exit_fail_msg("pthread_create\n");
 	while (!a->tid)
 		usleep(1000);
 	if (cmd("arm %d %llx 3 %u", a->tid, (unsigned long long)MASK,
@@ -690,7 +720,7 @@ static void run_target(unsigned int ms, unsigned int period_us,
 }
 
 static void test_nmi(const char *name, unsigned int ms, unsigned int period,
-		     unsigned int spin_us, bool spin_requests)
+		     unsigned int spin_us, bool spin_requests, bool need_user)
 {
 	struct target_arg a;
 	struct verdict v;
@@ -707,6 +737,9 @@ static void test_nmi(const char *name, unsigned int ms, unsigned int period,
 	read_logs();
 	check_run(a.tid, &v, always);
 	print_verdict(name, &v);
+	ksft_print_msg("%s: NMI requests nested in a timer interrupt %ld, in a system call %ld; most NMI requests in one entry %zu; request rounds throttled (log full) %ld\n",
+		       name, stat_of("req_nmi_timer"), stat_of("req_nmi_spin"),
+		       v.max_nmi_per_entry, stat_of("throttled"));
 	nmi_user = stat_of("req_nmi_user");
 	nmi_kernel = stat_of("req_nmi_kernel");
 	irq = stat_of("req_irq");
@@ -717,8 +750,10 @@ static void test_nmi(const char *name, unsigned int ms, unsigned int period,
 		       stat_of("nmi_kernel_skipped"));
 	ok = stats_clean() && verdict_clean(&v);
 	/* A run that reached no context, or checked no stack, proves nothing. */
-	if (nmi_user < 1 || nmi_kernel < 1 || irq < 1 ||
-	    (spin_requests && task < 1) || !v.user_exact || !v.spin_exact) {
+	if ((need_user && (nmi_user < 1 || !v.user_exact)) || nmi_kernel < 1 ||
+	    irq < 1 || stat_of("req_nmi_timer") < 1 ||
+	    stat_of("req_nmi_spin") < 1 || (spin_requests && task < 1) ||
+	    !v.spin_exact || (!need_user && v.max_nmi_per_entry < 10)) {
 		ksft_print_msg("%s: a context or a stack kind was not reached\n",
 			       name);
 		ok = false;
@@ -779,7 +814,7 @@ static void test_chain(void)
 static uint32_t cancelled_gens[512];
 static int nr_cancelled;
 
-static bool not_cancelled(uint32_t slot, uint32_t gen)
+static bool not_cancelled(uint32_t slot __attribute__((unused)), uint32_t gen)
 {
 	for (int i = 0; i < nr_cancelled; i++)
 		if (cancelled_gens[i] == gen)
@@ -793,7 +828,7 @@ static void test_cancel_race(void)
 	struct target_arg a;
 	struct verdict v;
 	pthread_t th;
-	int cycles = 0, errs = 0, n = 0, err = 0;
+	int cycles = 0, errs = 0, n = 0, err = 0, cancelled_calls = 0;
 	bool ok;
 
 	if (setup_tracers()) {
@@ -833,7 +868,16 @@ static void test_cancel_race(void)
 			       v.unrequested);
 		v.unrequested = 0;
 	}
-	ok = stats_clean() && !errs && cycles > 10 && v.unrequested == 0 &&
+	/* The race was run: requests from NMI and IRQ, and callbacks of
+	 * registrations that were cancelled afterwards. */
+	for (size_t i = 0; i < nr_cb; i++)
+		if (cbs[i].tid == (uint32_t)a.tid && !not_cancelled(cbs[i].slot, cbs[i].gen))
+			cancelled_calls++;
+	ksft_print_msg("cancel race: %d callbacks of registrations cancelled later\n",
+		       cancelled_calls);
+	ok = stat_of("req_irq") > 0 && stat_of("req_nmi_user") > 0 &&
+	     cancelled_calls > 0 && !v.trace_differs &&
+	     stats_clean() && !errs && cycles > 10 && v.unrequested == 0 &&
 	     !v.after_cancel_cb && !v.dup && !v.missing && !v.bad_ret &&
 	     !v.bad_rep && !v.zero_cookie && !v.label_split &&
 	     !v.label_shared && !v.bad_flags && !v.kernel_addr &&
@@ -869,13 +913,18 @@ int main(int argc, char **argv)
 	if (!reqs || !cbs)
 		ksft_exit_fail_msg("out of memory\n");
 	is_rust = read_impl();
+	if (stat_of("max_req") != MAX_REQ || stat_of("max_cb") != MAX_CB)
+		ksft_exit_fail_msg("driver logs hold %ld requests and %ld callbacks, the test reads %d and %d\n",
+				   stat_of("max_req"), stat_of("max_cb"), MAX_REQ, MAX_CB);
 	ksft_print_msg("implementation: %s\n", is_rust ? "rust" : "c");
 
 	test_registration();
 	test_nmi("NMI and IRQ requests, user mode and syscalls", 1500, 500,
-		 2000, false);
-	test_nmi("NMI storm with task-context requests", 1000, 20, 5000,
-		 true);
+		 2000, false, true);
+	/* Many NMIs per kernel entry: every 50 us from both CPUs (under TCG
+	 * with lockdep an NMI takes tens of us; faster ones coalesce). */
+	test_nmi("NMI storm with task-context requests", 600, 50, 10000,
+		 true, false);
 	test_chain();
 	test_cancel_race();
 	cmd("reset");
