@@ -9,7 +9,8 @@ rc=N".  The run passes only if
 
   - the guest reached "==== GUEST DONE" (no hang, no crash, no timeout);
   - no kernel line reports a WARNING, BUG, Oops, panic, lockdep, KASAN,
-    UBSAN, RCU stall, hung task or a Call Trace;
+    UBSAN, RCU stall, hung task, unknown NMI, sleep in atomic context or a
+    Call Trace;
   - KUnit ran (kunit.py parse agrees) and every required suite passed;
   - every required section is present, exited 0, printed a TAP plan, and
     every planned test reported "ok" (a SKIP counts as a failure).
@@ -32,7 +33,9 @@ KERNEL_BAD = re.compile(
     r'WARNING:|BUG:|Oops|Kernel panic|general protection fault|'
     r'Call Trace:|KASAN|UBSAN|KFENCE|possible recursive locking|'
     r'circular locking|inconsistent lock state|rcu_\w+ detected stall|'
-    r'INFO: task .* blocked|kernel BUG|unreferenced object')
+    r'INFO: task .* blocked|kernel BUG|unreferenced object|'
+    r'NMI received for unknown reason|Dazed and confused|'
+    r'suspicious RCU usage|sleeping function called from invalid context')
 TAP_RESULT = re.compile(r'^(not ok|ok) (\d+)\b ?-? ?(.*)$')
 TAP_PLAN = re.compile(r'^1\.\.(\d+)')
 

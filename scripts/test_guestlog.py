@@ -103,6 +103,10 @@ class GuestLog(unittest.TestCase):
                      'WARNING: possible circular locking dependency detected',
                      'UBSAN: shift-out-of-bounds in kernel/unwind/user.c:40:2',
                      'rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:',
+                     'Uhhuh. NMI received for unknown reason 2d on CPU 1.',
+                     'Dazed and confused, but trying to continue',
+                     'BUG: sleeping function called from invalid context at kernel/unwind/x.c:1',
+                     '=============================\n[    1.000000] WARNING: suspicious RCU usage',
                      'Call Trace:']:
             with self.subTest(line=line):
                 out = self.bad(GOOD.replace('some kernel chatter in between', line))
