@@ -64,7 +64,11 @@ if [ -f "$old" ]; then
 		log "overlay: dropped $f"
 	done
 fi
-changed=$(rsync -a --checksum --itemize-changes "$stage_dir/" ./ | grep -c '^>f' || true)
+# --no-times: a file written gets the time of writing.  Keeping the
+# project file's older mtime could leave it older than an object built
+# from the previous content, and make would not rebuild it.
+changed=$(rsync -a --no-times --checksum --itemize-changes "$stage_dir/" ./ |
+	grep -c '^>f' || true)
 mv "$stage_dir.manifest" "$old"
 xargs -a "$old" -d '\n' git add -f --
 log "overlay: $(wc -l <"$old") files, $changed written; $(git diff --cached --shortstat pristine)"

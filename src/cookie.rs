@@ -87,7 +87,7 @@ pub(crate) fn read(current: CurrentInfo<'_>) -> u64 {
 }
 
 #[cfg(CONFIG_UNWIND_USER_RUST_KUNIT_TEST)]
-#[kunit_tests(unwind_rust_cookie)]
+#[kernel::prelude::kunit_tests(unwind_rust_cookie)]
 mod tests {
     use super::*;
     use kernel::preempt::with_irqs_disabled;

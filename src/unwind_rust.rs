@@ -25,6 +25,9 @@
 //! Deliberate differences from upstream C, all at the edges of the
 //! contract, are listed in the module that makes them.
 
+/// The prefix of `pr_*!` messages (a built-in object has no `module!`).
+const __LOG_PREFIX: &[u8] = b"unwind_rust\0";
+
 /// `WARN_ON_ONCE()`: warn the first time `cond` is true at this place;
 /// evaluates to `cond`.
 macro_rules! warn_on_once {

@@ -82,7 +82,7 @@ pub(crate) fn unwind_current(out: &mut [u64]) -> (usize, Option<Stop>) {
 }
 
 #[cfg(CONFIG_UNWIND_USER_RUST_KUNIT_TEST)]
-#[kunit_tests(unwind_rust_walk)]
+#[kernel::prelude::kunit_tests(unwind_rust_walk)]
 mod tests {
     //! The walk rules, run inside the kernel on the made-up stacks of
     //! [`crate::logic::walk_cases`] (the host tests run the same cases),

@@ -247,21 +247,19 @@ static u32 udt_spin_label(void)
 }
 
 /*
- * Returns how many of the NMIs sent here it handles: when two were sent
- * and one is latched behind this one, the NMI core then swallows it
- * instead of reporting an unknown NMI.
+ * At most one NMI of ours is outstanding per CPU (udt_send_nmi()), so an
+ * NMI that finds none expected is not ours: the NMI core reports it.
  */
 static int udt_nmi(unsigned int cmd, struct pt_regs *regs)
 {
-	int n = atomic_xchg(this_cpu_ptr(&udt_nmi_expected), 0);
 	u32 label;
 
-	if (!n)
+	if (!atomic_xchg(this_cpu_ptr(&udt_nmi_expected), 0))
 		return NMI_DONE;
 	atomic_inc(&stats.nmi);
 	if (!READ_ONCE(udt.armed) || current != READ_ONCE(udt.target) ||
 	    (current->flags & PF_EXITING))
-		return n;
+		return NMI_HANDLED;
 
 	if (__this_cpu_read(udt_in_timer))
 		label = __this_cpu_read(udt_irq_label);
@@ -280,7 +278,7 @@ static int udt_nmi(unsigned int cmd, struct pt_regs *regs)
 	 */
 	if (!label) {
 		atomic_inc(&stats.nmi_kernel_skipped);
-		return n;
+		return NMI_HANDLED;
 	}
 	if (user_mode(regs))
 		atomic_inc(&stats.req_nmi_user);
@@ -293,12 +291,17 @@ static int udt_nmi(unsigned int cmd, struct pt_regs *regs)
 	udt_requests(UDT_NMI, user_mode(regs), label);
 	if (!irqs_disabled())
 		atomic_inc(&stats.irqs_on_in_irq);
-	return n;
+	return NMI_HANDLED;
 }
 
+/*
+ * Send an NMI to @cpu unless one is outstanding there: NMIs do not queue
+ * (one is latched at most), so this keeps the count exact.
+ */
 static void udt_send_nmi(int cpu)
 {
-	atomic_inc(per_cpu_ptr(&udt_nmi_expected, cpu));
+	if (atomic_cmpxchg(per_cpu_ptr(&udt_nmi_expected, cpu), 0, 1))
+		return;
 	atomic_inc(&stats.nmi_sent);
 	/* Not send_IPI_self: x2APIC's self-IPI register takes no NMIs. */
 	__apic_send_IPI(cpu, NMI_VECTOR);
