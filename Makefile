@@ -8,6 +8,8 @@
 #   make check   every test: host tests, both kernels (upstream C and Rust),
 #                KUnit and the selftests (raw perf_event_open and the perf
 #                tool) in QEMU on each
+#   make bench   micro-benchmarks, Rust vs upstream C, under QEMU -icount
+#                (after make check: reuses its perf and initramfs)
 #
 # Both set up the machine first (scripts/setup.sh, idempotent).  Outputs
 # go to build/ (BUILD=...), downloads to ~/.cache/unwind-rs.
@@ -20,7 +22,7 @@ DEMO_VARIANT ?= rust
 # The guest programs that `make check` requires (in /tests/list order).
 SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_threads \
 	deferred_cpu deferred_cpu_bare deferred_sessions deferred_exit \
-	deferred_lost deferred_nmi perf_defer.sh
+	deferred_lost deferred_nmi deferred_bench deferred_bench_32 perf_defer.sh
 export SELFTESTS
 # Tests that must fail on the upstream C kernel: the upstream 7.3 bugs the
 # Rust kernel fixes (see README, "Deviations").  guestlog.py counts them as
@@ -33,7 +35,7 @@ KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred
 CHECK_RESULTS := host-guestlog host-cargo-test host-loom c-test rust-test symbols \
 	differential
 
-.PHONY: all demo check setup source overlay kernel-c kernel-rust perf \
+.PHONY: all demo check bench setup source overlay kernel-c kernel-rust perf \
 	initramfs guest-test-c guest-test-rust guest-demo symbols differential \
 	host-test diff clean distclean timings
 
@@ -77,6 +79,12 @@ differential:
 	@$(S) differential scripts/compare-stacks.py $(BUILD)/logs/c-test.log \
 		$(BUILD)/logs/rust-test.log --session perf-task --session perf-all \
 		--results $(BUILD)/results/differential.txt
+
+# Rust vs C, timed under QEMU -icount (its own kernels: no lockdep).
+bench: initramfs
+	@mkdir -p $(BUILD) && rm -f $(BUILD)/stages.txt
+	@$(S) bench scripts/bench.sh
+	@$(MAKE) -s timings
 
 # Tests that need no kernel.
 host-test: setup

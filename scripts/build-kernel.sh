@@ -4,6 +4,8 @@
 # build-kernel.sh VARIANT: configure and build the test kernel.
 #   c     upstream C unwinder (the baseline)
 #   rust  the project's Rust unwinder (CONFIG_UNWIND_USER_RUST=y)
+#   c-bench, rust-bench  the same for make bench: no lockdep, no KUnit
+#         (arch/x86/configs/unwind_bench.config)
 # Output in $BUILD/kernel-VARIANT (O= build, the source tree stays clean).
 # The configuration is tinyconfig + arch/x86/configs/unwind_test.config +
 # kunit/.kunitconfig (+ unwind_rust.config); every value the fragments ask
@@ -12,7 +14,7 @@
 
 . "$(dirname "$0")/lib.sh"
 
-variant=${1:?usage: build-kernel.sh c|rust}
+variant=${1:?usage: build-kernel.sh c|rust|c-bench|rust-bench}
 SRC=$BUILD/linux
 O=$BUILD/kernel-$variant
 mkdir -p "$O"
@@ -26,6 +28,15 @@ rust)
 	frags=("$TOP/arch/x86/configs/unwind_test.config" "$TOP/kunit/.kunitconfig"
 		"$TOP/arch/x86/configs/unwind_rust.config")
 	;;
+c-bench)
+	frags=("$TOP/arch/x86/configs/unwind_test.config"
+		"$TOP/arch/x86/configs/unwind_bench.config")
+	;;
+rust-bench)
+	frags=("$TOP/arch/x86/configs/unwind_test.config"
+		"$TOP/arch/x86/configs/unwind_bench.config"
+		"$TOP/arch/x86/configs/unwind_rust.config")
+	;;
 *) die "unknown variant $variant" ;;
 esac
 
@@ -35,7 +46,7 @@ export RUST_LIB_SRC
 # The Rust kernel is built with clippy as the Rust compiler, so that a
 # clippy warning fails the build like any other warning.
 clippy=
-[ "$variant" = rust ] && clippy=CLIPPY=1
+case $variant in rust*) clippy=CLIPPY=1 ;; esac
 kmake() { make -C "$SRC" O="$O" LLVM="$LLVM_SUFFIX" $clippy -j"$(nproc)" "$@"; }
 
 mkdir -p "$O"
@@ -50,7 +61,8 @@ if [ ! -f "$O/.config" ] || [ "$(cat "$O/.fragments-sha" 2>/dev/null)" != "$sum 
 	kmake -s tinyconfig >/dev/null
 	"$SRC/scripts/kconfig/merge_config.sh" -m -O "$O" "$O/.config" "${frags[@]}" >"$O/merge.log"
 	kmake -s olddefconfig >/dev/null
-	# Every CONFIG_X=v (and "# CONFIG_X is not set") asked for must hold.
+	# Every CONFIG_X=v (and "# CONFIG_X is not set") asked for must hold;
+	# a later fragment overrides an earlier one.
 	bad=0
 	while IFS= read -r line; do
 		case $line in
@@ -65,7 +77,9 @@ if [ ! -f "$O/.config" ] || [ "$(cat "$O/.fragments-sha" 2>/dev/null)" != "$sum 
 			echo "config: asked for '$line', got '$(grep "^${line%%=*}=\|${line%%=*} is not" "$O/.config" || echo unset)'" >&2
 			bad=1
 		fi
-	done < <(cat "${frags[@]}" | grep -v '^#')
+	done < <(cat "${frags[@]}" | grep '^CONFIG_' |
+		awk -F= '{ v[$1] = $0; if (!($1 in o)) o[$1] = n++ }
+			END { for (k in v) print o[k], v[k] }' | sort -n | cut -d' ' -f2-)
 	[ $bad -eq 0 ] || die "kernel-$variant: configuration does not hold (see above)"
 	echo "$sum $(cfgsum)" >"$O/.fragments-sha"
 fi

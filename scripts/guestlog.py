@@ -42,6 +42,7 @@ TAP_PLAN = re.compile(r'^1\.\.(\d+)')
 DEFAULT_SECTIONS = {
     'test': ['guest'],
     'demo': ['guest', 'demo'],
+    'bench': ['guest', 'deferred_bench', 'deferred_bench_32'],
     'probe': [],
 }
 
@@ -81,7 +82,7 @@ def main():
     except StopIteration:
         up = len(lines)
     kern = '\n'.join(lines[:up]) + '\n'
-    if a.kunit_tool and a.job != 'probe':
+    if a.kunit_tool and a.job not in ('probe', 'bench'):
         kpath = os.path.abspath(a.log) + '.kunit'
         with open(kpath, 'w') as f:
             f.write(kern)

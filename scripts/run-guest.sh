@@ -10,7 +10,8 @@
 #   must be present (default: those the job runs).
 # Environment: SMP (vCPUs, default 2), GUEST_TIMEOUT (s, default 600),
 #   GUEST_APPEND (extra kernel command line, e.g. inject=warn),
-#   ACCEL (tcg|kvm; default: kvm only if a probe boot with it works).
+#   ACCEL (tcg|kvm; default: kvm only if a probe boot with it works),
+#   QEMU_EXTRA (more QEMU options, e.g. -icount shift=0,sleep=off).
 . "$(dirname "$0")/lib.sh"
 
 variant=${1:?usage: run-guest.sh VARIANT JOB}
@@ -30,7 +31,7 @@ qemu() {
 		-kernel "$KERNEL" -initrd "$INITRD" \
 		-append "console=ttyS0 panic=-1 oops=panic job=$jobarg ncpus=$SMP variant=$variant ${GUEST_APPEND:-}" \
 		-display none -serial "file:$log" -monitor none -no-reboot \
-		</dev/null
+		${QEMU_EXTRA:-} </dev/null
 }
 
 # KVM is used only when proven to work here: on these machines /dev/kvm

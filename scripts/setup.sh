@@ -18,7 +18,7 @@ HOST_PKGS=(
 	flex bison bc libelf-dev libssl-dev cpio python3 xz-utils kmod rsync
 	qemu-system-x86 busybox-static gcc-multilib file
 	libdw-dev libtraceevent-dev zlib1g-dev libzstd-dev liblzma-dev pkg-config
-	binutils
+	binutils python3-matplotlib
 )
 BINDGEN_VERSION=0.72.1
 

@@ -29,6 +29,20 @@ impl UserMemory for CurrentUserMemory {
             WordSize::W4 => r.read::<u32>().ok().map(u64::from),
         }
     }
+
+    /// One `copy_from_user()` for both words of a frame.
+    #[inline]
+    fn read_pair(&mut self, addr: u64, ws: WordSize) -> Option<(u64, u64)> {
+        let addr = UserPtr::from_addr(usize::try_from(addr).ok()?);
+        let mut r = UserSlice::new(addr, 2 * ws.bytes() as usize).reader();
+        match ws {
+            WordSize::W8 => r.read::<[u64; 2]>().ok().map(|[a, b]| (a, b)),
+            WordSize::W4 => r
+                .read::<[u32; 2]>()
+                .ok()
+                .map(|[a, b]| (u64::from(a), u64::from(b))),
+        }
+    }
 }
 
 /// The arch's rule, as `unwind_user_get_regs()` read it from its macros.

@@ -91,6 +91,15 @@ pub trait UserMemory {
     /// Read one word of size `ws` at linear address `addr`; `None` if it
     /// cannot be read (unmapped, not a user address, would fault).
     fn read_word(&mut self, addr: u64, ws: WordSize) -> Option<u64>;
+
+    /// Read the two adjacent words at `addr` and `addr + ws`: a frame's
+    /// saved frame pointer and return address, in one access where the
+    /// memory allows it.  `None` if either cannot be read.
+    fn read_pair(&mut self, addr: u64, ws: WordSize) -> Option<(u64, u64)> {
+        let first = self.read_word(addr, ws)?;
+        let second = self.read_word(addr.checked_add(ws.bytes())?, ws)?;
+        Some((first, second))
+    }
 }
 
 /// The interrupted user context a walk starts from.
@@ -205,11 +214,18 @@ impl Walk {
         }
 
         let at = |off: i64| cfa.checked_add_signed(off).ok_or(Stop::Fault);
-        let ra = mem.read_word(at(rule.ra_off)?, ws).ok_or(Stop::Fault)?;
-        let fp = if rule.fp_off != 0 {
-            Some(mem.read_word(at(rule.fp_off)?, ws).ok_or(Stop::Fault)?)
+        let (ra, fp) = if rule.fp_off != 0 && rule.ra_off == rule.fp_off + ws.bytes() as i64 {
+            // The usual frame: saved frame pointer, then return address.
+            let (fp, ra) = mem.read_pair(at(rule.fp_off)?, ws).ok_or(Stop::Fault)?;
+            (ra, Some(fp))
         } else {
-            None
+            let ra = mem.read_word(at(rule.ra_off)?, ws).ok_or(Stop::Fault)?;
+            let fp = if rule.fp_off != 0 {
+                Some(mem.read_word(at(rule.fp_off)?, ws).ok_or(Stop::Fault)?)
+            } else {
+                None
+            };
+            (ra, fp)
         };
 
         let ip = ws.wrap(self.cs_base.wrapping_add(ra));

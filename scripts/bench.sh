@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make bench: the micro-benchmarks of CONFIG_UNWIND_DEFERRED_BENCH on the
+# upstream C and the Rust implementation, side by side.
+#
+# Both benchmark kernels (no lockdep, no KUnit: unwind_bench.config) are
+# booted alternately, C, Rust, C, Rust..., BENCH_REPS times (default 5),
+# under QEMU with -icount shift=0,sleep=off, so that guest time counts
+# guest instructions and a repetition measures the same work again; then
+# once each under plain TCG, for comparison.  The same benchmark code
+# (kernel/unwind/bench_deferred.c, C API only) is built into both kernels.
+# scripts/bench.py turns the logs into a table (terminal), CSV, JSON and a
+# chart under $BUILD/bench/.
+. "$(dirname "$0")/lib.sh"
+
+REPS=${BENCH_REPS:-5}
+ROUNDS=${BENCH_ROUNDS:-1}
+OUT=$BUILD/bench
+mkdir -p "$OUT"
+rm -f "$OUT"/*.log
+
+"$TOP/scripts/build-kernel.sh" c-bench
+"$TOP/scripts/build-kernel.sh" rust-bench
+
+run() {
+	local variant=$1 mode=$2 rep=$3 extra=
+	[ "$mode" = icount ] && extra="-icount shift=0,sleep=off"
+	log "bench: $mode $rep/$REPS, kernel $variant"
+	QEMU_EXTRA=$extra GUEST_APPEND="rounds=$ROUNDS" GUEST_TIMEOUT=${BENCH_TIMEOUT:-1800} \
+		"$TOP/scripts/run-guest.sh" "$variant-bench" bench >"$OUT/run.out" 2>&1 ||
+		{ cat "$OUT/run.out"; die "bench guest failed: kernel $variant-bench ($mode)"; }
+	cp "$BUILD/logs/$variant-bench-bench.log" "$OUT/$variant-$mode-$rep.log"
+}
+
+for rep in $(seq 1 "$REPS"); do
+	run c icount "$rep"
+	run rust icount "$rep"
+done
+run c tcg 1
+run rust tcg 1
+
+python3 "$TOP/scripts/bench.py" "$OUT" --kernel-version "$(cat "$BUILD/source-version.txt" 2>/dev/null | head -1)"
