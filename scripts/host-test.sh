@@ -13,6 +13,8 @@ cd "$TOP"
 out=$(cargo test --release 2>&1) || { echo "$out" | tail -40; die "cargo test failed"; }
 echo "$out" | grep -E '^test result|Running' | sed 's/^/  /'
 p=$(echo "$out" | awk '/^test result:/ { s += $4 } END { print s + 0 }')
+# A run that executed no test proves nothing.
+[ "${p:-0}" -gt 0 ] || die "cargo test ran no test"
 echo "${p:-0} 0 host-cargo-test" >"$BUILD/results/host-cargo-test.txt"
 
 # Under the loom model checker: the request bitmask protocol, the cookie
@@ -24,6 +26,7 @@ out=$(RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$TOP/target/loom" \
 	{ echo "$out" | tail -40; die "loom model check failed"; }
 echo "$out" | grep -oE 'loom: .*|^test result.*' | sed 's/^/  /'
 p=$(echo "$out" | awk '/^test result:/ { s += $4 } END { print s + 0 }')
+[ "${p:-0}" -gt 0 ] || die "loom ran no test"
 echo "${p:-0} 0 host-loom" >"$BUILD/results/host-loom.txt"
 
 # rustfmt, with the kernel's .rustfmt.toml (a copy is at the top level).
