@@ -40,4 +40,6 @@ done
 run c tcg 1
 run rust tcg 1
 
-python3 "$TOP/scripts/bench.py" "$OUT" --kernel-version "$(cat "$BUILD/source-version.txt" 2>/dev/null | head -1)"
+# Debian's python3, whose python3-matplotlib setup.sh installs (another
+# python3 may come first in PATH).
+/usr/bin/python3 "$TOP/scripts/bench.py" "$OUT" --kernel-version "$(cat "$BUILD/source-version.txt" 2>/dev/null | head -1)"
