@@ -147,6 +147,10 @@ def main():
             color=['tab:green' if r['ratio'] <= 1 else 'tab:red' for r in shown])
     ax.axvline(1.0, color='black', linewidth=1)
     ax.set_xscale('log')
+    ticks = [t for t in (0.25, 0.5, 1, 2, 4, 8, 16)
+             if min(r['ratio'] for r in shown) / 2 <= t <= max(r['ratio'] for r in shown) * 2]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(['%g' % t for t in ticks])
     ax.set_yticks(list(y))
     ax.set_yticklabels([r['metric'] for r in shown], fontsize=8)
     ax.invert_yaxis()
