@@ -18,7 +18,7 @@
  *     "already requested" is exactly 1; interrupts are enabled after
  *     requests in task context and were never enabled in NMI or IRQ;
  *     callbacks run in task context, in a fixed order;
- *  3. the same under an NMI storm (both CPUs, every 20 us) while the
+ *  3. the same under an NMI storm (both CPUs, every 50 us) while the
  *     thread also requests in a loop from task context;
  *  4. a callback requesting another tracer (from the task_work): that one
  *     gets the same cookie and trace, once, and no callback runs twice;
