@@ -111,6 +111,13 @@ impl Work {
     }
 }
 
+/// The mask of callback bit `bit` (< `BITS_PER_LONG`, as [`Work::bit`]
+/// gives it); no shift that could overflow, so no panic path.
+#[inline]
+fn bit_mask(bit: u32) -> usize {
+    1usize.checked_shl(bit).unwrap_or(0)
+}
+
 /// The registered callbacks, indexed by bit; null where none.  Written
 /// under [`CallbackLock`], read by the task_work under [`srcu()`].
 static WORKS: [Atomic<*mut bindings::unwind_work>; NR_BITS] =
@@ -227,7 +234,7 @@ pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
 
     with_irqs_disabled(|irq_off| {
         let cookie = cookie::get(current, irq_off);
-        let already = match mask::request(&current.info().mask(), 1 << bit) {
+        let already = match mask::request(&current.info().mask(), bit_mask(bit)) {
             Request::AlreadyRequested => true,
             Request::Joined => false,
             Request::QueueTaskWork => {
@@ -359,7 +366,7 @@ pub(crate) fn cancel(work: &Work) {
     rcu::synchronize_rcu();
     // Clear it before waiting for the task_works: one that takes the bits
     // after this does not see it, one that took it before is waited for.
-    for_each_thread(bit, |info, bit| mask::cancel(&info.mask(), 1 << bit));
+    for_each_thread(bit, |info, bit| mask::cancel(&info.mask(), bit_mask(bit)));
     srcu().synchronize();
     // No task_work that may mark the bit completed is running any more.
     for_each_thread(bit, |info, bit| {

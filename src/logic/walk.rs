@@ -214,7 +214,8 @@ impl Walk {
         }
 
         let at = |off: i64| cfa.checked_add_signed(off).ok_or(Stop::Fault);
-        let (ra, fp) = if rule.fp_off != 0 && rule.ra_off == rule.fp_off + ws.bytes() as i64 {
+        let pair = rule.fp_off.checked_add(ws.bytes() as i64) == Some(rule.ra_off);
+        let (ra, fp) = if rule.fp_off != 0 && pair {
             // The usual frame: saved frame pointer, then return address.
             let (fp, ra) = mem.read_pair(at(rule.fp_off)?, ws).ok_or(Stop::Fault)?;
             (ra, Some(fp))
