@@ -62,6 +62,28 @@ int unwind_user_get_regs(struct unwind_user_regs *r)
 	return unwind_user_segment_bases(regs, &r->cs_base, &r->ss_base);
 }
 
+/* Two adjacent words of @type at user address @addr, zero-extended. */
+#define DEFINE_READ_PAIR(type)						\
+static int read_pair_##type(unsigned long addr, u64 *words)		\
+{									\
+	const type __user *w = (const type __user *)addr;		\
+	type a, b;							\
+									\
+	if (!user_read_access_begin(w, 2 * sizeof(*w)))			\
+		return -EFAULT;						\
+	unsafe_get_user(a, &w[0], fault);				\
+	unsafe_get_user(b, &w[1], fault);				\
+	user_read_access_end();						\
+	words[0] = a;							\
+	words[1] = b;							\
+	return 0;							\
+fault:									\
+	user_read_access_end();						\
+	return -EFAULT;							\
+}
+DEFINE_READ_PAIR(u64)
+DEFINE_READ_PAIR(u32)
+
 /**
  * unwind_user_read_frame - read two adjacent words of user memory
  * @addr: user address of the first word
@@ -79,33 +101,7 @@ int unwind_user_get_regs(struct unwind_user_regs *r)
 int unwind_user_read_frame(unsigned long addr, unsigned int ws, u64 *words)
 {
 	might_fault();
-	if (ws == 8) {
-		const u64 __user *w = (const u64 __user *)addr;
-		u64 a, b;
-
-		if (!user_read_access_begin(w, 2 * sizeof(*w)))
-			return -EFAULT;
-		unsafe_get_user(a, &w[0], fault);
-		unsafe_get_user(b, &w[1], fault);
-		user_read_access_end();
-		words[0] = a;
-		words[1] = b;
-	} else {
-		const u32 __user *w = (const u32 __user *)addr;
-		u32 a, b;
-
-		if (!user_read_access_begin(w, 2 * sizeof(*w)))
-			return -EFAULT;
-		unsafe_get_user(a, &w[0], fault);
-		unsafe_get_user(b, &w[1], fault);
-		user_read_access_end();
-		words[0] = a;
-		words[1] = b;
-	}
-	return 0;
-fault:
-	user_read_access_end();
-	return -EFAULT;
+	return ws == 8 ? read_pair_u64(addr, words) : read_pair_u32(addr, words);
 }
 
 /* Whether current entered the kernel from user mode (NMI-safe). */
