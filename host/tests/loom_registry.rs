@@ -265,7 +265,7 @@ impl Sys {
             self.synchronize_rcu();
             self.step("cancel: synchronize_rcu() returns");
         }
-        // `clear_bit_everywhere()`, the mask half.
+        // `cancel()`: the first `for_each_thread()` pass, on the masks.
         if self.order.clear_mask_before_srcu {
             mask::cancel(&self.mask, 1 << bit);
             self.step("cancel: clears bit 2 in the mask");
