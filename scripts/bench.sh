@@ -10,12 +10,18 @@
 # guest instructions and a repetition measures the same work again; then
 # once each under plain TCG, for comparison.  The same benchmark code
 # (kernel/unwind/bench_deferred.c, C API only) is built into both kernels.
+# Each boot then runs the end-to-end benchmark (perf_bench.sh: the perf
+# tool profiling a deep-stack workload without, with classic fp and with
+# fp,defer callchains); BENCH_E2E=0 skips it.
 # scripts/bench.py turns the logs into a table (terminal), CSV, JSON and a
 # chart under $BUILD/bench/.
 . "$(dirname "$0")/lib.sh"
 
 REPS=${BENCH_REPS:-5}
 ROUNDS=${BENCH_ROUNDS:-1}
+E2E=${BENCH_E2E:-1}
+SECTIONS="guest deferred_bench deferred_bench_32"
+[ "$E2E" = 0 ] || SECTIONS="$SECTIONS perf_bench"
 OUT=$BUILD/bench
 mkdir -p "$OUT"
 rm -f "$OUT"/*.log
@@ -27,8 +33,10 @@ run() {
 	local variant=$1 mode=$2 rep=$3 extra=
 	[ "$mode" = icount ] && extra="-icount shift=0,sleep=off"
 	log "bench: $mode $rep/$REPS, kernel $variant"
-	QEMU_EXTRA=$extra GUEST_APPEND="rounds=$ROUNDS" GUEST_TIMEOUT=${BENCH_TIMEOUT:-1800} \
-		"$TOP/scripts/run-guest.sh" "$variant-bench" bench >"$OUT/run.out" 2>&1 ||
+	# shellcheck disable=SC2086	# $SECTIONS: one argument each
+	QEMU_EXTRA=$extra GUEST_APPEND="rounds=$ROUNDS e2e=$E2E" \
+		GUEST_TIMEOUT=${BENCH_TIMEOUT:-1800} \
+		"$TOP/scripts/run-guest.sh" "$variant-bench" bench $SECTIONS >"$OUT/run.out" 2>&1 ||
 		{ cat "$OUT/run.out"; die "bench guest failed: kernel $variant-bench ($mode)"; }
 	cp "$BUILD/logs/$variant-bench-bench.log" "$OUT/$variant-$mode-$rep.log"
 }

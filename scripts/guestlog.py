@@ -42,7 +42,7 @@ TAP_PLAN = re.compile(r'^1\.\.(\d+)')
 DEFAULT_SECTIONS = {
     'test': ['guest'],
     'demo': ['guest', 'demo'],
-    'bench': ['guest', 'deferred_bench', 'deferred_bench_32'],
+    'bench': ['guest', 'deferred_bench', 'deferred_bench_32', 'perf_bench'],
     'probe': [],
 }
 
