@@ -9,6 +9,12 @@ with "BENCH ws=W depth=D <result line>" lines from deferred_bench.  For
 every metric and kernel the icount repetitions give the median, min and
 max; the ratio is Rust's median over C's (below 1: Rust costs less).  The
 plain-TCG figures (wall time, noisy) are shown beside them.
+
+The end-to-end section comes from "BENCH_E2E case=C freq=F mode=M ..."
+lines (perf_bench.sh: the perf tool profiling a deep-stack workload
+unprofiled, with classic fp and with fp,defer callchains): per case, the
+slowdown per sample, ring-buffer bytes per sample against the ideal,
+deferred records per kernel entry, computed per boot, then medians.
 """
 import argparse
 import csv
@@ -61,6 +67,191 @@ def metrics_of(log):
     return out
 
 
+# ---- end to end (perf_bench.sh) ----
+
+E2E_LINE = re.compile(r'BENCH_E2E (.*)$')
+# Targets of the benchmark issue, printed beside the figures (not judged
+# by make bench): (case, metric, bound).
+E2E_TARGETS = [
+    ('sys3', 'fp,defer bytes / ideal', 1.10),
+    ('sys10', 'fp,defer bytes / ideal', 1.10),
+    ('sys10', 'fp,defer bytes / fp bytes', 0.20),
+    ('sys1', 'fp,defer / fp slowdown per sample', 1.00),
+    ('sys3', 'fp,defer / fp slowdown per sample', 1.00),
+    ('sys10', 'fp,defer / fp slowdown per sample', 1.00),
+    ('sys100', 'fp,defer / fp slowdown per sample', 1.00),
+]
+
+
+def e2e_runs_of(log):
+    """{case: {mode: {field: int or None ('-': not measurable)}}}."""
+    out = {}
+    with open(log, errors='replace') as f:
+        for raw in f:
+            m = E2E_LINE.search(raw)
+            if not m:
+                continue
+            kv = dict(re.findall(r'(\w+)=(\S+)', m.group(1)))
+            fields = {k: (None if v == '-' else int(v)) for k, v in kv.items()
+                      if k not in ('case', 'mode')}
+            out.setdefault(kv['case'], {})[kv['mode']] = fields
+    return out
+
+
+def e2e_case_label(case, freq):
+    khz = '%g kHz' % (freq / 1000)
+    m = re.match(r'sys(\d+)$', case)
+    if m:
+        return '%s: syscall-bound, ~%s samples/entry, %s' % (case, m.group(1), khz)
+    return '%s: CPU-bound, %s' % (case, khz)
+
+
+def e2e_metrics_of(log):
+    """{(case label, metric): (value, unit)} of one log's end-to-end runs."""
+    out = {}
+    for case, modes in e2e_runs_of(log).items():
+        none, fp, d = modes.get('none'), modes.get('fp'), modes.get('defer')
+        if not none or not fp or not d:
+            continue
+        label = e2e_case_label(case, fp['freq'])
+
+        def put(metric, value, unit):
+            if value is not None:
+                out[(label, metric)] = (value, unit)
+
+        def div(a, b):
+            return a / b if a is not None and b else None
+
+        base = none['ns']
+        put('unprofiled run', base / 1e6, 'ms')
+        slow = {}
+        for mode, r in (('fp', fp), ('fp,defer', d)):
+            slow[mode] = div(r['ns'] - base, r['samples'])
+            put('slowdown per sample, ' + mode, div(slow[mode], 1000), 'us')
+            put('slowdown, ' + mode, div(100.0 * (r['ns'] - base), base), '%')
+        put('fp,defer / fp slowdown per sample', div(slow['fp,defer'], slow['fp']), 'x')
+        fp_b = div(fp['sample_bytes'], fp['samples'])
+        d_b = div(d['sample_bytes'] + (d['deferred_bytes'] or 0), d['samples'])
+        ideal_b = div(d['ideal_bytes'], d['samples'])
+        put('bytes per sample, fp', fp_b, 'B')
+        put('bytes per sample, fp,defer', d_b, 'B')
+        put('bytes per sample, ideal', ideal_b, 'B')
+        put('fp,defer bytes / ideal', div(d_b, ideal_b), 'x')
+        put('fp,defer bytes / fp bytes', div(d_b, fp_b), 'x')
+        put('perf.data bytes per sample, fp', div(fp['data_bytes'], fp['samples_all']), 'B')
+        put('perf.data bytes per sample, fp,defer',
+            div(d['data_bytes'], d['samples_all']), 'B')
+        put('samples per kernel entry (fp,defer)', div(d['samples'], d['entries']), '')
+        put('deferred records per kernel entry', div(d['deferred'], d['entries']), '')
+        put('user stack depth, fp', fp['depth'], 'frames')
+        put('user stack depth, fp,defer', d['depth'], 'frames')
+    return out
+
+
+def e2e_rows(runs):
+    """Rows like main()'s, from {(kernel, mode): [e2e_metrics_of(log)]}."""
+    keys = []
+    for ms in runs.get(('c', 'icount'), []) + runs.get(('rust', 'icount'), []):
+        for k in ms:
+            if k not in keys:
+                keys.append(k)
+    rows = []
+    for key in keys:
+        label, metric = key
+        row = {'section': 'end to end', 'case': label,
+               'metric': 'end to end, %s: %s' % (label, metric), 'name': metric}
+        for kernel in ('c', 'rust'):
+            vals = [ms[key][0] for ms in runs.get((kernel, 'icount'), []) if key in ms]
+            units = [ms[key][1] for ms in runs.get((kernel, 'icount'), []) if key in ms]
+            if vals:
+                row['unit'] = units[0]
+                row[kernel + '_median'] = statistics.median(vals)
+                row[kernel + '_min'] = min(vals)
+                row[kernel + '_max'] = max(vals)
+                row[kernel + '_n'] = len(vals)
+            tcg = [ms[key][0] for ms in runs.get((kernel, 'tcg'), []) if key in ms]
+            row[kernel + '_tcg'] = statistics.median(tcg) if tcg else None
+        if row.get('c_median') and row.get('rust_median') is not None:
+            row['ratio'] = row['rust_median'] / row['c_median']
+        rows.append(row)
+    return rows
+
+
+def e2e_print(rows):
+    """The end-to-end table, one block per case, a summary, the targets."""
+    if not rows:
+        print('\nEnd to end: no BENCH_E2E figures in the logs')
+        return
+
+    def fmt(v):
+        if v is None:
+            return '-'
+        a = abs(v)
+        if a >= 100 or v == int(v):
+            return '%.0f' % v
+        return '%.1f' % v if a >= 10 else '%.2f' % v
+
+    print('\nEnd to end: perf record -e cpu-clock on a 150-frame user stack, unprofiled vs '
+          '--call-graph fp vs fp,defer\n(fp,defer is upstream C on the C kernel, this '
+          "project's Rust on the Rust kernel; slowdown: profiled minus unprofiled time\n"
+          'of the same work, guest ns; bytes: ring-buffer records of the samples and of '
+          'their deferred callchains)')
+    hdr = '  %-38s %6s %22s %22s %7s %9s %9s' % ('metric', 'unit', 'C median [min-max]',
+                                                'Rust median [min-max]', 'Rust/C',
+                                                'C tcg', 'Rust tcg')
+    case = None
+    for r in rows:
+        if r['case'] != case:
+            case = r['case']
+            print('\n' + case)
+            print(hdr)
+        c = '%s [%s-%s]' % (fmt(r.get('c_median')), fmt(r.get('c_min')), fmt(r.get('c_max')))
+        rs = '%s [%s-%s]' % (fmt(r.get('rust_median')), fmt(r.get('rust_min')),
+                             fmt(r.get('rust_max')))
+        ratio = '%.2f' % r['ratio'] if 'ratio' in r else '-'
+        print('  %-38s %6s %22s %22s %7s %9s %9s' % (r['name'], r.get('unit', ''), c, rs, ratio,
+                                                   fmt(r.get('c_tcg')), fmt(r.get('rust_tcg'))))
+
+    def med(case, name, kernel):
+        r = next((r for r in rows if r['case'] == case and r['name'] == name), None)
+        return r.get(kernel + '_median') if r else None
+
+    print('\nSummary (medians, icount)')
+    print('  %-8s | %-33s | %-29s | %-11s | %s' % (
+        '', 'slowdown per sample (us)', 'bytes per sample', 'defer/ideal',
+        'records/entry'))
+    print('  %-8s | %7s %7s %8s %8s | %5s %7s %7s %7s | %5s %5s | %5s %5s' % (
+        'case', 'fp C', 'fp Rust', 'defer C', 'defer Rs', 'fp', 'defer C', 'def. Rs', 'ideal C',
+        'C', 'Rust', 'C', 'Rust'))
+    for case in dict.fromkeys(r['case'] for r in rows):
+        f = lambda name, k: fmt(med(case, name, k))
+        print('  %-8s | %7s %7s %8s %8s | %5s %7s %7s %7s | %5s %5s | %5s %5s' % (
+            case.split(':')[0],
+            f('slowdown per sample, fp', 'c'), f('slowdown per sample, fp', 'rust'),
+            f('slowdown per sample, fp,defer', 'c'), f('slowdown per sample, fp,defer', 'rust'),
+            f('bytes per sample, fp', 'c'), f('bytes per sample, fp,defer', 'c'),
+            f('bytes per sample, fp,defer', 'rust'), f('bytes per sample, ideal', 'c'),
+            f('fp,defer bytes / ideal', 'c'), f('fp,defer bytes / ideal', 'rust'),
+            f('deferred records per kernel entry', 'c'),
+            f('deferred records per kernel entry', 'rust')))
+
+    print('\nTargets (benchmark issue; medians, icount; printed, not judged):')
+    for case, metric, bound in E2E_TARGETS:
+        r = next((r for r in rows if r['case'].startswith(case + ':') and r['name'] == metric),
+                 None)
+        if r is None:
+            print('  %-7s %-36s <= %.2f: not measured' % (case, metric, bound))
+            continue
+        parts = []
+        for kernel, name in (('c', 'C'), ('rust', 'Rust')):
+            v = r.get(kernel + '_median')
+            if v is None:
+                parts.append('%s -' % name)
+            else:
+                parts.append('%s %.2f (%s)' % (name, v, 'met' if v <= bound else 'missed'))
+        print('  %-7s %-36s <= %.2f: %s' % (case, metric, bound, ', '.join(parts)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('dir')
@@ -68,9 +259,11 @@ def main():
     a = ap.parse_args()
 
     runs = {}   # (kernel, mode) -> [metrics dict]
+    e2e = {}    # the same, end to end
     for log in sorted(glob.glob(os.path.join(a.dir, '*-*-*.log'))):
         kernel, mode, _ = os.path.basename(log)[:-4].split('-', 2)
         runs.setdefault((kernel, mode), []).append(metrics_of(log))
+        e2e.setdefault((kernel, mode), []).append(e2e_metrics_of(log))
     if not runs.get(('c', 'icount')) or not runs.get(('rust', 'icount')):
         sys.exit('bench.py: no icount runs of both kernels in %s' % a.dir)
 
@@ -121,15 +314,18 @@ def main():
         print('%-48s %20s %20s %7s %9s %9s' % (r['metric'], c, rs, ratio,
                                                fmt(r.get('c_tcg')), fmt(r.get('rust_tcg'))))
 
+    e2e_table = e2e_rows(e2e)
+    e2e_print(e2e_table)
+
     cols = ['metric', 'unit', 'c_median', 'c_min', 'c_max', 'rust_median', 'rust_min',
             'rust_max', 'ratio', 'c_tcg', 'rust_tcg']
     with open(os.path.join(a.dir, 'bench.csv'), 'w', newline='') as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction='ignore')
         w.writeheader()
-        for r in rows:
+        for r in rows + e2e_table:
             w.writerow(r)
     with open(os.path.join(a.dir, 'bench.json'), 'w') as f:
-        json.dump({'meta': meta, 'rows': rows}, f, indent=1)
+        json.dump({'meta': meta, 'rows': rows, 'end_to_end': e2e_table}, f, indent=1)
 
     import matplotlib
     matplotlib.use('Agg')
