@@ -18,9 +18,11 @@
  *   e2e_workload sys BYTES COUNT
  *	COUNT readv()s of BYTES from /dev/zero, each one kernel entry.
  *
- * A run prints "t0=NS t1=NS ns=NS frames=N": CLOCK_MONOTONIC around the
- * work (under QEMU -icount, guest instructions), and the number of frames
- * a frame-pointer walk from the leaf finds.  The work is given, not timed,
+ * A run prints "t0=NS t1=NS ns=NS cpu_ns=NS frames=N": CLOCK_MONOTONIC
+ * around the work (under QEMU -icount, guest instructions), the thread's
+ * CPU time around it (CLOCK_THREAD_CPUTIME_ID: the interrupts and the
+ * task_work it runs are in it, other tasks that preempt it are not), and
+ * the number of frames a frame-pointer walk from the leaf finds.  The work is given, not timed,
  * so a profiled and an unprofiled run do the same work and the difference
  * of their times is the profiler's cost.  The plans are made unprofiled,
  * once, and passed to every run of a case.
@@ -57,6 +59,7 @@ struct work {
 	uint64_t loops;		/* cpu: turns of the loop */
 	uint64_t bytes, count;	/* sys: bytes per call, calls */
 	uint64_t t0, t1;	/* CLOCK_MONOTONIC around the work */
+	uint64_t c0, c1;	/* the thread's CPU time around it */
 	unsigned int frames;	/* frame-pointer frames seen from the leaf */
 	uint64_t sink;
 	long err;
@@ -124,6 +127,7 @@ static noinline void leaf(struct work *w)
 			return;
 		}
 	}
+	w->c0 = now_ns(CLOCK_THREAD_CPUTIME);
 	w->t0 = now_ns(CLOCK_MONOTONIC_ID);
 	if (w->sys) {
 		for (uint64_t i = 0; i < w->count; i++) {
@@ -144,6 +148,7 @@ static noinline void leaf(struct work *w)
 		}
 	}
 	w->t1 = now_ns(CLOCK_MONOTONIC_ID);
+	w->c1 = now_ns(CLOCK_THREAD_CPUTIME);
 	w->sink = x;
 }
 
@@ -258,8 +263,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "e2e_workload: readv: %ld\n", w.err);
 		return 1;
 	}
-	printf("t0=%llu t1=%llu ns=%llu frames=%u\n",
+	printf("t0=%llu t1=%llu ns=%llu cpu_ns=%llu frames=%u\n",
 	       (unsigned long long)w.t0, (unsigned long long)w.t1,
-	       (unsigned long long)(w.t1 - w.t0), w.frames);
+	       (unsigned long long)(w.t1 - w.t0),
+	       (unsigned long long)(w.c1 - w.c0), w.frames);
 	return 0;
 }

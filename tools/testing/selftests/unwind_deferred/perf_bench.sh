@@ -18,13 +18,13 @@
 # and the same work is done in all three runs.
 #
 # For each run one line (fields as e2e_records prints them):
-#   BENCH_E2E case=C freq=F mode=none|fp|defer ns=N frames=N samples=N
+#   BENCH_E2E case=C freq=F mode=none|fp|defer ns=N cpu_ns=N frames=N samples=N
 #     samples_all=N deferred=N entries=N sample_bytes=N deferred_bytes=N
 #     ideal_bytes=N depth=N nocookie=N norecord=N multirecord=N
 #     records_all=N lost=N throttled=N data_bytes=N
 # ns: the workload's own CLOCK_MONOTONIC time around its work (under QEMU
-# -icount, guest instructions; the guest clock counts the instructions of
-# both vCPUs, so perf record's own work while the workload runs is in it);
+# -icount, guest instructions); cpu_ns: its thread's CPU time around it
+# (with the interrupts and the task_work it runs, without other tasks);
 # frames: the frame-pointer frames from the workload's leaf.  Samples and
 # deferred records are those of the work's window (perf record -k mono
 # stamps them with the same clock): samples, the window's samples
@@ -46,8 +46,17 @@
 # every run, and for one case (DUMP_CASE) perf report -D, read by awk
 # (analyse), gives exactly the same line.
 #
-# perf record runs with -B (no build-id post-processing, which reads the
-# whole file again after the run) and -k mono.  The kernel's
+# The runs are made quiet, so that a run's time is the work and the
+# profiling of it, the same in every repetition: only CPU 0 is online
+# (under -icount the guest clock counts the instructions of every vCPU:
+# the perf tool or a kernel thread running on another would be counted),
+# perf record's ring buffer (-m) holds a whole run, so perf does not wake
+# up to drain it during the run, nothing is written to the console during
+# a case's runs, and each run starts after a short sleep (idle time, which
+# -icount sleep=off skips), after the work a previous run left behind
+# (freeing its events and ring buffer).  perf record also runs with -B (no
+# build-id post-processing, which reads the whole file again after the run)
+# and -k mono.  The kernel's
 # perf_event_max_stack (default 127 entries, kernel and user together, too
 # few for this stack) is raised for the runs, so that classic fp records
 # the whole user stack as defer does, and restored after.
@@ -60,6 +69,7 @@ W=$(dirname "$0")/e2e_workload
 R=$(dirname "$0")/e2e_records
 T=${TMPDIR:-/tmp}/perf_bench
 MAX_STACK=512
+RING_PAGES=1024		# 4 MiB: the largest run writes less than 1 MiB
 # Guest ms of work per case (a few tens: under -icount the runs repeat
 # exactly; the syscall case at 100 samples per entry needs a few entries).
 CASES="sys1:4000:sys:1:40 sys3:4000:sys:3:40 sys10:4000:sys:10:50
@@ -94,8 +104,30 @@ if ! hres; then
 fi
 
 old_max_stack=$(cat /proc/sys/kernel/perf_event_max_stack)
-echo $MAX_STACK >/proc/sys/kernel/perf_event_max_stack || exit 1
+offline=
+restore() {
+	echo "$old_max_stack" >/proc/sys/kernel/perf_event_max_stack
+	for cpu in $offline; do
+		echo 1 >"$cpu/online"
+	done
+}
+for cpu in /sys/devices/system/cpu/cpu[0-9]*; do
+	[ "$cpu" != /sys/devices/system/cpu/cpu0 ] && [ -f "$cpu/online" ] &&
+		[ "$(cat "$cpu/online")" = 1 ] || continue
+	if ! echo 0 >"$cpu/online"; then
+		restore
+		echo "Bail out! cannot take ${cpu##*/} offline for the runs"
+		exit 1
+	fi
+	offline="$offline $cpu"
+done
+if ! echo $MAX_STACK >/proc/sys/kernel/perf_event_max_stack; then
+	restore
+	echo "Bail out! cannot set perf_event_max_stack"
+	exit 1
+fi
 echo "# perf_event_max_stack $old_max_stack -> $MAX_STACK for the runs;" \
+	"CPUs online $(cat /sys/devices/system/cpu/online);" \
 	"clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 
 # Analyse perf report -D of one run: prints the fields of its BENCH_E2E
@@ -218,19 +250,20 @@ run() {
 	shift 3
 	D=$T/$c-$m
 	mkdir -p "$D"
+	sleep 0.2
 	case $m in
 	none)
 		"$W" "$@" >"$D/out" 2>&1 ;;
 	fp|defer)
 		cg=fp
 		[ "$m" = defer ] && cg=fp,defer
-		perf record -q -B --no-bpf-event -k mono -e cpu-clock -F "$f" \
+		perf record -q -B -m $RING_PAGES --no-bpf-event -k mono -e cpu-clock -F "$f" \
 			--call-graph $cg -o "$D/perf.data" -- "$W" "$@" >"$D/out" 2>&1 ;;
 	esac || { echo "# $c $m: run failed:"; sed 's/^/# /' "$D/out"; return 1; }
-	# shellcheck disable=SC2046	# the four numbers, or none
-	set -- $(sed -n 's/^t0=\([0-9]*\) t1=\([0-9]*\) ns=\([0-9]*\) frames=\([0-9]*\)$/\1 \2 \3 \4/p' "$D/out")
-	[ $# -eq 4 ] || { echo "# $c $m: no times from the workload:"; sed 's/^/# /' "$D/out"; return 1; }
-	line="BENCH_E2E case=$c freq=$f mode=$m ns=$3 frames=$4"
+	# shellcheck disable=SC2046	# five words, or none
+	set -- $(sed -n 's/^t0=\([0-9]*\) t1=\([0-9]*\) \(ns=[0-9]* cpu_ns=[0-9]* frames=[0-9]*\)$/\1 \2 \3/p' "$D/out")
+	[ $# -eq 5 ] || { echo "# $c $m: no times from the workload:"; sed 's/^/# /' "$D/out"; return 1; }
+	line="BENCH_E2E case=$c freq=$f mode=$m $3 $4 $5"
 	if [ "$m" != none ]; then
 		fig=$("$R" "$D/perf.data" "$1" "$2" "$m") || return 1
 		check_stats "$D/perf.data" "$fig" || return 1
@@ -282,15 +315,15 @@ EOF
 	else
 		plan=$("$W" plan cpu "$ms")
 	fi || { echo "not ok $n $c: e2e_workload plan failed"; fail=1; continue; }
-	echo "# $c: $f Hz, work: e2e_workload $plan"
 	bad=0
-	out=
+	out="# $c: $f Hz, work: e2e_workload $plan"
 	for m in none fp defer; do
 		# shellcheck disable=SC2086	# $plan: the workload's arguments
 		l=$(run "$c" "$f" "$m" $plan) || bad=1
-		echo "$l"
-		out="$out $l"
+		out="$out
+$l"
 	done
+	echo "$out"
 	# Every figure of the case was measured, nothing lost or throttled,
 	# and in the defer run every sample has a cookie and every sampled
 	# entry exactly one deferred record.
@@ -305,6 +338,7 @@ EOF
 	fi
 done
 
-echo "$old_max_stack" >/proc/sys/kernel/perf_event_max_stack
+restore
+echo "# CPUs online again: $(cat /sys/devices/system/cpu/online)"
 rm -rf "$T"
 exit $fail
