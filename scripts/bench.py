@@ -252,6 +252,58 @@ def e2e_print(rows):
         print('  %-7s %-36s <= %.2f: %s' % (case, metric, bound, ', '.join(parts)))
 
 
+def e2e_chart(rows, out_dir, meta):
+    """bench-e2e.{svg,png}: bytes and slowdown per sample, per case."""
+    if not rows:
+        return
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    cases = list(dict.fromkeys(r['case'] for r in rows))
+
+    def med(case, name, kernel):
+        r = next((r for r in rows if r['case'] == case and r['name'] == name), None)
+        v = r.get(kernel + '_median') if r else None
+        return float('nan') if v is None else v
+
+    panels = [
+        ('ring-buffer bytes per sample (log scale)', True, [
+            ('fp (C kernel)', 'bytes per sample, fp', 'c', 'tab:gray'),
+            ('fp,defer C', 'bytes per sample, fp,defer', 'c', 'tab:blue'),
+            ('fp,defer Rust', 'bytes per sample, fp,defer', 'rust', 'tab:orange'),
+            ('ideal (C run)', 'bytes per sample, ideal', 'c', 'tab:green')]),
+        ('slowdown per sample (us of guest time)', False, [
+            ('fp, C kernel', 'slowdown per sample, fp', 'c', 'tab:gray'),
+            ('fp, Rust kernel', 'slowdown per sample, fp', 'rust', 'silver'),
+            ('fp,defer C', 'slowdown per sample, fp,defer', 'c', 'tab:blue'),
+            ('fp,defer Rust', 'slowdown per sample, fp,defer', 'rust', 'tab:orange')]),
+    ]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    width = 0.8 / 4
+    for ax, (title, log, series) in zip(axes, panels):
+        for i, (label, name, kernel, color) in enumerate(series):
+            ax.bar([x + (i - 1.5) * width for x in range(len(cases))],
+                   [med(c, name, kernel) for c in cases], width, label=label, color=color)
+        ax.set_xticks(list(range(len(cases))))
+        ax.set_xticklabels([c.split(':')[0] for c in cases])
+        if log:
+            ax.set_yscale('log')
+            ticks = [100, 200, 500, 1000, 2000]
+            ax.set_yticks(ticks)
+            ax.set_yticklabels([str(t) for t in ticks])
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7, loc='upper center', bbox_to_anchor=(0.5, -0.08), ncol=4)
+    fig.suptitle('End to end, perf record -e cpu-clock, 150-frame stack: sysN = syscall-bound, '
+                 '~N samples per kernel entry at 4 kHz; cpuNk = CPU-bound at N kHz\n'
+                 '%s, %s, medians of %d icount runs' % (meta['kernel'], meta['date'],
+                                                        meta['icount repetitions']),
+                 fontsize=9)
+    fig.tight_layout()
+    for ext in ('svg', 'png'):
+        fig.savefig(os.path.join(out_dir, 'bench-e2e.' + ext))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('dir')
@@ -357,7 +409,8 @@ def main():
     fig.tight_layout()
     for ext in ('svg', 'png'):
         fig.savefig(os.path.join(a.dir, 'bench.' + ext))
-    print('\n%s/bench.{csv,json,svg,png}' % a.dir)
+    e2e_chart(e2e_table, a.dir, meta)
+    print('\n%s/bench.{csv,json,svg,png}%s' % (a.dir, ', bench-e2e.{svg,png}' if e2e_table else ''))
 
 
 if __name__ == '__main__':
