@@ -43,7 +43,7 @@
 # the same (record sizes in its "[0x...]" headers, callchains), but takes
 # seconds of host time per run under TCG.  So perf itself checks them:
 # perf report --stats gives the same sample and deferred-record totals in
-# every run, and for one case (DUMP_CASE) perf report -D, read by awk
+# every run, and for two runs (DUMP_RUNS) perf report -D, read by awk
 # (analyse), gives exactly the same line.
 #
 # The runs are made quiet, so that a run's time is the work and the
@@ -74,9 +74,10 @@ RING_PAGES=1024		# 4 MiB: the largest run writes less than 1 MiB
 # exactly; the syscall case at 100 samples per entry needs a few entries).
 CASES="sys1:4000:sys:1:40 sys3:4000:sys:3:40 sys10:4000:sys:10:50
 sys100:4000:sys:100:100 cpu1k:1000:cpu::100 cpu4k:4000:cpu::40 cpu10k:10000:cpu::40"
-# The case whose files are also read from perf report -D (slow under TCG:
-# the smallest ones), to check e2e_records against perf's own dump.
-DUMP_CASE=cpu1k
+# The runs whose files are also read from perf report -D (slow under TCG:
+# the smallest file of each mode), to check e2e_records against perf's own
+# dump: case:mode.
+DUMP_RUNS="cpu1k:fp sys100:defer"
 
 mkdir -p "$T"
 cd "$T" || exit 1
@@ -267,7 +268,7 @@ run() {
 	if [ "$m" != none ]; then
 		fig=$("$R" "$D/perf.data" "$1" "$2" "$m") || return 1
 		check_stats "$D/perf.data" "$fig" || return 1
-		if [ "$c" = "$DUMP_CASE" ]; then
+		if echo " $DUMP_RUNS " | grep -q " $c:$m "; then
 			check_dump "$D/perf.data" "$1" "$2" "$m" "$fig" || return 1
 		fi
 		line="$line $fig data_bytes=$(wc -c <"$D/perf.data")"
@@ -310,6 +311,7 @@ for spec in $CASES; do
 $spec
 EOF
 	n=$((n + 1))
+	sleep 0.2
 	if [ "$kind" = sys ]; then
 		plan=$("$W" plan sys "$spe" "$f" "$ms")
 	else
@@ -324,16 +326,20 @@ EOF
 $l"
 	done
 	echo "$out"
-	# Every figure of the case was measured, nothing lost or throttled,
+	# All three runs measured, samples taken, nothing lost or throttled,
 	# and in the defer run every sample has a cookie and every sampled
 	# entry exactly one deferred record.
+	[ "$(echo "$out" | grep -c '^BENCH_E2E ')" -eq 3 ] || bad=1
+	for k in samples deferred entries; do
+		echo "$out" | grep -q " $k=0 " && bad=1
+	done
 	for k in lost throttled nocookie norecord multirecord; do
 		echo "$out" | grep -q " $k=[1-9]" && bad=1
 	done
 	if [ $bad -eq 0 ]; then
 		echo "ok $n $c: none, fp and fp,defer measured"
 	else
-		echo "not ok $n $c: a run failed or lost records"
+		echo "not ok $n $c: a run failed, perf disagrees with e2e_records, no samples, or records lost, throttled or missing"
 		fail=1
 	fi
 done
