@@ -18,10 +18,10 @@
 # and the same work is done in all three runs.
 #
 # For each run one line (fields as e2e_records prints them):
-#   BENCH_E2E case=C freq=F mode=none|fp|defer ns=N cpu_ns=N frames=N samples=N
-#     samples_all=N deferred=N entries=N sample_bytes=N deferred_bytes=N
-#     ideal_bytes=N depth=N nocookie=N norecord=N multirecord=N
-#     records_all=N lost=N throttled=N data_bytes=N
+#   BENCH_E2E case=C freq=F mode=none|fp|defer ns=N cpu_ns=N frames=N
+#     samples=N samples_all=N deferred=N entries=N sample_bytes=N
+#     deferred_bytes=N ideal_bytes=N depth=N nocookie=N norecord=N
+#     multirecord=N records_all=N lost=N throttled=N data_bytes=N
 # ns: the workload's own CLOCK_MONOTONIC time around its work (under QEMU
 # -icount, guest instructions); cpu_ns: its thread's CPU time around it
 # (with the interrupts and the task_work it runs, without other tasks);
@@ -56,10 +56,10 @@
 # -icount sleep=off skips), after the work a previous run left behind
 # (freeing its events and ring buffer).  perf record also runs with -B (no
 # build-id post-processing, which reads the whole file again after the run)
-# and -k mono.  The kernel's
-# perf_event_max_stack (default 127 entries, kernel and user together, too
-# few for this stack) is raised for the runs, so that classic fp records
-# the whole user stack as defer does, and restored after.
+# and -k mono.  The kernel's perf_event_max_stack (default 127 entries,
+# kernel and user together, too few for this stack) is raised for the
+# runs, so that classic fp records the whole user stack as defer does, and
+# restored after.
 #
 # Output is TAP: one test per case, "not ok" if a run fails, if perf and
 # e2e_records disagree, if records were lost or throttled, or if in the
@@ -70,8 +70,10 @@ R=$(dirname "$0")/e2e_records
 T=${TMPDIR:-/tmp}/perf_bench
 MAX_STACK=512
 RING_PAGES=1024		# 4 MiB: the largest run writes less than 1 MiB
-# Guest ms of work per case (a few tens: under -icount the runs repeat
-# exactly; the syscall case at 100 samples per entry needs a few entries).
+# case:freq:kind:samples per entry:guest ms of work.  A few tens of ms are
+# enough (under -icount repetitions agree within 1%); the syscall case at
+# 100 samples per entry needs a few entries, the 1 kHz one a hundred
+# samples.
 CASES="sys1:4000:sys:1:40 sys3:4000:sys:3:40 sys10:4000:sys:10:50
 sys100:4000:sys:100:100 cpu1k:1000:cpu::100 cpu4k:4000:cpu::40 cpu10k:10000:cpu::40"
 # The runs whose files are also read from perf report -D (slow under TCG:
