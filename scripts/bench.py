@@ -195,7 +195,8 @@ def e2e_print(rows):
           '--call-graph fp vs fp,defer\n(fp,defer is upstream C on the C kernel, this '
           "project's Rust on the Rust kernel; slowdown: profiled minus unprofiled time\n"
           'of the same work, guest ns; bytes: ring-buffer records of the samples and of '
-          'their deferred callchains)')
+          'their deferred callchains;\nkernel entries are the distinct cookies: classic fp '
+          'has none, so per-entry figures are fp,defer only)')
     hdr = '  %-38s %6s %22s %22s %7s %9s %9s' % ('metric', 'unit', 'C median [min-max]',
                                                 'Rust median [min-max]', 'Rust/C',
                                                 'C tcg', 'Rust tcg')
