@@ -40,6 +40,14 @@ rust-bench)
 *) die "unknown variant $variant" ;;
 esac
 
+# The benchmark kernels are built by the clang whose LLVM is rustc's (22
+# for rustc 1.95), so that CONFIG_RUST_INLINE_HELPERS can inline the C
+# helpers into Rust code: both of them, so the C baseline gets the same
+# compiler.  The test kernels stay on $LLVM_SUFFIX.
+case $variant in *-bench) LLVM_SUFFIX=$BENCH_LLVM_SUFFIX ;; esac
+# bindgen (libclang at run time) from the same LLVM as the compiler.
+export LIBCLANG_PATH=/usr/lib/llvm-${LLVM_SUFFIX#-}/lib
+
 RUST_LIB_SRC=$CACHE/rust-src-$(rustc --version | awk '{print $2}')/library
 [ -d "$RUST_LIB_SRC" ] || die "no Rust library source at $RUST_LIB_SRC: run scripts/setup.sh"
 export RUST_LIB_SRC

@@ -8,6 +8,8 @@ BUILD=${BUILD:-$TOP/build}
 # Downloads survive fresh clones on the same machine (CI clones anew).
 CACHE=${UNWIND_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/unwind-rs}
 LLVM_SUFFIX=${LLVM_SUFFIX:--19}
+# make bench's kernels: rustc's LLVM (see build-kernel.sh).
+BENCH_LLVM_SUFFIX=${BENCH_LLVM_SUFFIX:--22}
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -15,6 +15,7 @@
 
 HOST_PKGS=(
 	clang-19 lld-19 llvm-19 libclang-19-dev
+	clang-22 lld-22 llvm-22 libclang-22-dev
 	flex bison bc libelf-dev libssl-dev cpio python3 xz-utils kmod rsync
 	qemu-system-x86 busybox-static gcc-multilib file
 	libdw-dev libtraceevent-dev zlib1g-dev libzstd-dev liblzma-dev pkg-config

@@ -15,8 +15,8 @@
 //!   `TWA_RESUME`).  It runs in NMI, hardirq or task context and takes no
 //!   lock: the mask is changed with atomics, the cookie is claimed with one
 //!   compare-and-exchange, interrupts are disabled only where they are not
-//!   already (never in NMI), and the RCU read-side section it runs in is
-//!   NMI-safe.
+//!   already (never in NMI), and that interrupts-off region is the RCU
+//!   read-side section cancel waits for.
 //! - The task_work enters an SRCU read-side section, clears PENDING, takes
 //!   the trace from the cache ([`crate::cache`]) and calls each requested
 //!   callback that did not get this entry's trace yet.  Callbacks may
@@ -208,6 +208,7 @@ pub(crate) struct Requested {
 /// Any context: NMI, hardirq, softirq or task.  Fails with `EINVAL` for a
 /// kernel thread, an exiting task, a task not entered from user mode, or a
 /// cancelled work.
+#[inline]
 pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
     // SAFETY: `unwind_user_from_user_mode()` has no preconditions: it only
     // reads current's saved entry registers, which every task has (a
@@ -223,16 +224,18 @@ pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
     } else {
         NotifyMode::Resume
     };
-    // The work's bit is read and set in this read-side section (NMI-safe;
-    // NMI and hardirq context are read-side sections anyway), so once
-    // `cancel()` has stored -1 and waited for a grace period, no request
-    // can set the bit any more, and a new work given the bit is never
-    // called for a request of the old one.
-    let _rcu = rcu::read_lock();
-    let bit = work.bit().ok_or(EINVAL)?;
     let current = CurrentInfo::new(task);
 
+    // Interrupts are off from here to the end (they are in NMI and
+    // hardirq context already), and a region with interrupts disabled is
+    // an RCU read-side critical section: `synchronize_rcu()` waits for it
+    // (RCU flavours are consolidated).  The work's bit is read and set in
+    // it, so once `cancel()` has stored -1 and waited for a grace period,
+    // no request can set the bit any more, and a new work given the bit is
+    // never called for a request of the old one.  (An explicit
+    // `rcu_read_lock()` would say the same with two more calls.)
     with_irqs_disabled(|irq_off| {
+        let bit = work.bit().ok_or(EINVAL)?;
         let cookie = cookie::get(current, irq_off);
         let already = match mask::request(&current.info().mask(), bit_mask(bit)) {
             Request::AlreadyRequested => true,

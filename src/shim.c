@@ -10,7 +10,6 @@
 #include <linux/sched/signal.h>
 #include <linux/sched/task_stack.h>
 #include <linux/srcu.h>
-#include <linux/uaccess.h>
 #include <linux/unwind_user.h>
 #include <linux/unwind_user_rust.h>
 #include <asm/unwind_user_rust.h>
@@ -60,54 +59,6 @@ int unwind_user_get_regs(struct unwind_user_regs *r)
 	unwind_user_arch_frames(r->ws, &r->fp_frame, &r->entry_frame);
 	r->user_limit = unwind_user_limit(regs);
 	return unwind_user_segment_bases(regs, &r->cs_base, &r->ss_base);
-}
-
-/* Two adjacent words of @type at user address @addr, zero-extended. */
-#define DEFINE_READ_PAIR(type)						\
-static int read_pair_##type(unsigned long addr, u64 *words)		\
-{									\
-	const type __user *w = (const type __user *)addr;		\
-	type a, b;							\
-									\
-	if (!user_read_access_begin(w, 2 * sizeof(*w)))			\
-		return -EFAULT;						\
-	unsafe_get_user(a, &w[0], fault);				\
-	unsafe_get_user(b, &w[1], fault);				\
-	user_read_access_end();						\
-	words[0] = a;							\
-	words[1] = b;							\
-	return 0;							\
-fault:									\
-	user_read_access_end();						\
-	return -EFAULT;							\
-}
-DEFINE_READ_PAIR(u64)
-DEFINE_READ_PAIR(u32)
-
-/**
- * unwind_user_read_frame - read two adjacent words of user memory
- * @addr: user address of the first word
- * @ws: word size: 8, or 4 for a compat task
- * @words: the two words, zero-extended
- *
- * A frame's saved frame pointer and return address, in one user-access
- * window.  The walker's only hot read: through the Rust kernel crate it
- * costs an out-of-line _copy_from_user() per frame, about four times what
- * upstream's two inline get_user()s cost (make bench).  Faults are fixed up
- * like get_user()'s: a missing page is faulted in where that is allowed.
- *
- * Return: 0, or -EFAULT.
- */
-int unwind_user_read_frame(unsigned long addr, unsigned int ws, u64 *words)
-{
-	might_fault();
-	return ws == 8 ? read_pair_u64(addr, words) : read_pair_u32(addr, words);
-}
-
-/* Whether current entered the kernel from user mode (NMI-safe). */
-bool unwind_user_from_user_mode(void)
-{
-	return user_mode(task_pt_regs(current));
 }
 
 /* is_user_task(), for Rust (a static inline). */

@@ -15,7 +15,9 @@
 //!   bit but 2 and 3 is taken from the start, so the model has two works;
 //! - one task: its request mask (`MaskWord` over a loom `AtomicUsize`, as
 //!   in `loom_mask.rs`) and its cache's completed word;
-//! - RCU: a loom `RwLock`; `rcu_read_lock()` holds a read guard, and
+//! - RCU: a loom `RwLock`; a read-side section (in the kernel, the
+//!   request's interrupts-off region, which `synchronize_rcu()` waits for
+//!   like an `rcu_read_lock()` section) holds a read guard, and
 //!   `synchronize_rcu()` takes and drops the write lock, so it waits for
 //!   every reader that started before it.  (A reader that starts during the
 //!   grace period here waits for its end instead of running alongside, which

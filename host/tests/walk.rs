@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use unwind_logic::walk::{walk, Stop, UserMemory, UserRegs, WordSize};
+use unwind_logic::walk::{walk, FrameRule, Stop, UserMemory, UserRegs, Walk, WordSize};
 use unwind_logic::walk_cases::{self, CASES, MAX_ENTRIES};
 
 const LIMIT64: u64 = 0x0000_7fff_ffff_f000;
@@ -238,5 +238,44 @@ proptest! {
         prop_assert!(mem.reads.len() <= 2 * got.len());
         // The walk only reads upwards.
         prop_assert!(mem.reads.iter().all(|&a| a >= r.sp));
+    }
+
+    /// `walk()`, which specialises its loop by word size and frame rule,
+    /// is the plain loop of `Walk::next()` steps: same entries, same stop,
+    /// same reads.
+    #[test]
+    fn walk_is_the_loop_of_its_steps((r, m, max) in arb_stack(), shape in 0usize..5) {
+        // The arch's frame, and frame rules of other shapes (which take
+        // the walk's generic loop).
+        let w = r.ws.bytes() as i32;
+        let rules = [
+            (2 * w, -w, -2 * w, true),
+            (2 * w, -w, 0, true),
+            (3 * w, -w, -3 * w, true),
+            (2 * w, -2 * w, -w, true),
+            (2 * w, -w, 0, false),
+        ];
+        let (cfa, ra, fp, use_fp) = rules[shape];
+        let mut r = r;
+        r.fp_frame = FrameRule::new(cfa, ra, fp, use_fp);
+        let mut mem = m.clone();
+        let (got, stop) = run(&r, &mut mem, max);
+        let mut ref_mem = m.clone();
+        let mut w = Walk::new(&r);
+        let mut want = Vec::new();
+        let mut want_stop = Stop::Full;
+        while want.len() < max {
+            want.push(w.ip());
+            if want.len() == max {
+                break;
+            }
+            if let Err(s) = w.next(&mut ref_mem) {
+                want_stop = s;
+                break;
+            }
+        }
+        prop_assert_eq!(got, want);
+        prop_assert_eq!(stop, want_stop);
+        prop_assert_eq!(mem.reads, ref_mem.reads);
     }
 }

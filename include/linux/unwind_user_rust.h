@@ -49,8 +49,6 @@ struct unwind_user_regs {
 void unwind_user_arch_frames(unsigned int ws, struct unwind_user_frame *fp,
 			     struct unwind_user_frame *entry);
 int unwind_user_get_regs(struct unwind_user_regs *regs);
-bool unwind_user_from_user_mode(void);
-int unwind_user_read_frame(unsigned long addr, unsigned int ws, u64 *words);
 bool unwind_user_is_user_task(struct task_struct *task);
 typedef void (*unwind_thread_fn)(struct task_struct *t, void *data);
 void unwind_user_visit_threads(unwind_thread_fn fn, void *data);

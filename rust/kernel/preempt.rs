@@ -49,17 +49,20 @@ pub fn irqs_disabled() -> bool {
 /// ```
 #[inline]
 pub fn with_irqs_disabled<R>(f: impl FnOnce(&LocalInterruptDisabled) -> R) -> R {
-    if irqs_disabled() {
-        // SAFETY: Interrupts are disabled now, and this context is the
-        // only one that could enable them again: an interrupt or NMI
-        // restores the flags it interrupted.  `f` must not enable them or
-        // sleep, as for any holder of a `LocalInterruptDisabled`.  This
-        // does not touch the interrupt state, so it is fine in NMI context.
-        f(unsafe { LocalInterruptDisabled::assume_disabled() })
+    // Interrupts enabled means neither NMI nor hardirq context, where
+    // `local_interrupt_disable()` is allowed; already disabled, nothing is
+    // changed.  (One call site of `f`, so that it is inlined here.)
+    let _disabled = if irqs_disabled() {
+        None
     } else {
-        // Interrupts are enabled, so this is neither NMI nor hardirq
-        // context: `local_interrupt_disable()` is allowed.
-        let token = local_interrupt_disable();
-        f(&token)
-    }
+        Some(local_interrupt_disable())
+    };
+    // SAFETY: Interrupts are disabled now, until `f` returns: either they
+    // were, and this context is the only one that could enable them again
+    // (an interrupt or NMI restores the flags it interrupted), or
+    // `_disabled` disabled them and enables them only when it is dropped,
+    // after `f` returned.  `f` must not enable them or sleep, as for any
+    // holder of a `LocalInterruptDisabled`.  Nothing here touches the
+    // interrupt state in NMI context.
+    f(unsafe { LocalInterruptDisabled::assume_disabled() })
 }

@@ -161,10 +161,48 @@ pub struct Walk {
     entry_frame: FrameRule,
 }
 
+/// What a [`FrameRule`] asks of a step, apart from its offsets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    /// The CFA is based on the frame pointer.
+    use_fp: bool,
+    /// The caller's frame pointer is saved.
+    saves_fp: bool,
+    /// ... just below the return address: one read of the pair.
+    pair: bool,
+}
+
+impl Shape {
+    /// The shape of the frame-pointer frame of every arch that has one:
+    /// the CFA from the frame pointer, and the saved frame pointer just
+    /// below the return address.
+    const FP_PAIR: Shape = Shape {
+        use_fp: true,
+        saves_fp: true,
+        pair: true,
+    };
+
+    #[inline(always)]
+    fn of(rule: &FrameRule, ws: WordSize) -> Shape {
+        let saves_fp = rule.fp_off != 0;
+        Shape {
+            use_fp: rule.use_fp,
+            saves_fp,
+            pair: saves_fp && rule.fp_off.checked_add(ws.bytes() as i64) == Some(rule.ra_off),
+        }
+    }
+}
+
 impl Walk {
     /// Start a walk at the given user context.
     pub fn new(r: &UserRegs) -> Self {
-        let ws = r.ws;
+        Self::with_word_size(r, r.ws)
+    }
+
+    /// [`Walk::new`] with the word size given apart, so that a caller that
+    /// passes a constant gets code specialised for it.
+    #[inline(always)]
+    fn with_word_size(r: &UserRegs, ws: WordSize) -> Self {
         Walk {
             ip: ws.wrap(r.cs_base.wrapping_add(r.ip)),
             sp: ws.wrap(r.ss_base.wrapping_add(r.sp)),
@@ -188,14 +226,32 @@ impl Walk {
 
     /// Step to the caller's frame.
     pub fn next(&mut self, mem: &mut impl UserMemory) -> Result<(), Stop> {
-        let ws = self.ws;
         let rule = if self.topmost && self.at_function_entry {
             self.entry_frame
         } else {
             self.fp_frame
         };
+        self.step(&rule, mem)
+    }
 
-        let base = if rule.use_fp {
+    /// Step to the caller's frame by `rule`: [`Walk::next`] once the rule
+    /// is known (every frame but the topmost one uses `fp_frame`).
+    #[inline(always)]
+    fn step(&mut self, rule: &FrameRule, mem: &mut impl UserMemory) -> Result<(), Stop> {
+        self.step_shaped(rule, Shape::of(rule, self.ws), mem)
+    }
+
+    /// [`Walk::step`] with `rule`'s shape given apart, so that a caller
+    /// that passes a constant gets code specialised for it.
+    #[inline(always)]
+    fn step_shaped(
+        &mut self,
+        rule: &FrameRule,
+        shape: Shape,
+        mem: &mut impl UserMemory,
+    ) -> Result<(), Stop> {
+        let ws = self.ws;
+        let base = if shape.use_fp {
             if self.fp < self.sp {
                 return Err(Stop::FramePointerBelowStack);
             }
@@ -214,14 +270,13 @@ impl Walk {
         }
 
         let at = |off: i64| cfa.checked_add_signed(off).ok_or(Stop::Fault);
-        let pair = rule.fp_off.checked_add(ws.bytes() as i64) == Some(rule.ra_off);
-        let (ra, fp) = if rule.fp_off != 0 && pair {
+        let (ra, fp) = if shape.pair {
             // The usual frame: saved frame pointer, then return address.
             let (fp, ra) = mem.read_pair(at(rule.fp_off)?, ws).ok_or(Stop::Fault)?;
             (ra, Some(fp))
         } else {
             let ra = mem.read_word(at(rule.ra_off)?, ws).ok_or(Stop::Fault)?;
-            let fp = if rule.fp_off != 0 {
+            let fp = if shape.saves_fp {
                 Some(mem.read_word(at(rule.fp_off)?, ws).ok_or(Stop::Fault)?)
             } else {
                 None
@@ -247,16 +302,62 @@ impl Walk {
 /// interrupted instruction pointer, then one return address per frame.
 /// Returns the number of entries written and why the walk ended.
 pub fn walk(regs: &UserRegs, mem: &mut impl UserMemory, out: &mut [u64]) -> (usize, Stop) {
-    let max = out.len();
-    let mut w = Walk::new(regs);
+    // One copy of the loop per word size, in which it is a constant.
+    match regs.ws {
+        WordSize::W8 => walk_as(regs, WordSize::W8, mem, out),
+        WordSize::W4 => walk_as(regs, WordSize::W4, mem, out),
+    }
+}
+
+#[inline(always)]
+fn walk_as(
+    regs: &UserRegs,
+    ws: WordSize,
+    mem: &mut impl UserMemory,
+    out: &mut [u64],
+) -> (usize, Stop) {
+    let mut w = Walk::with_word_size(regs, ws);
+    let Some((first, rest)) = out.split_first_mut() else {
+        return (0, Stop::Full);
+    };
+    *first = w.ip();
+    if rest.is_empty() {
+        return (1, Stop::Full);
+    }
+    // The topmost frame may be at a function's entry; [`Walk::next`]
+    // picks its rule.  Every other frame is a frame-pointer frame, and
+    // the loop below has that rule as a loop invariant.
+    if let Err(stop) = w.next(mem) {
+        return (1, stop);
+    }
+    let rule = regs.fp_frame;
+    // The arch's usual frame gets a copy of the loop specialised for it.
+    let stop = if Shape::of(&rule, ws) == Shape::FP_PAIR {
+        fill(&mut w, rest, |w| w.step_shaped(&rule, Shape::FP_PAIR, mem))
+    } else {
+        fill(&mut w, rest, |w| w.step(&rule, mem))
+    };
+    match stop {
+        Ok(()) => (out.len(), Stop::Full),
+        Err((n, stop)) => (n + 1, stop),
+    }
+}
+
+/// Fill `out` with the walk's instruction pointers, one `step` between
+/// two; `Err((entries written, why))` if a step fails before `out` is full.
+#[inline(always)]
+fn fill(
+    w: &mut Walk,
+    out: &mut [u64],
+    mut step: impl FnMut(&mut Walk) -> Result<(), Stop>,
+) -> Result<(), (usize, Stop)> {
+    let last = out.len().saturating_sub(1);
     for (nr, slot) in out.iter_mut().enumerate() {
         *slot = w.ip();
-        if nr + 1 == max {
+        if nr == last {
             break;
         }
-        if let Err(stop) = w.next(mem) {
-            return (nr + 1, stop);
-        }
+        step(w).map_err(|stop| (nr + 1, stop))?;
     }
-    (max, Stop::Full)
+    Ok(())
 }
