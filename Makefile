@@ -118,7 +118,7 @@ diff: overlay
 	@git -C $(BUILD)/linux diff pristine
 
 clean:
-	rm -rf $(BUILD)/kernel-* $(BUILD)/perf $(BUILD)/selftests \
+	rm -rf $(BUILD)/kernel-* $(BUILD)/perf $(BUILD)/selftests $(BUILD)/demo \
 		$(BUILD)/initramfs* $(BUILD)/logs $(BUILD)/results
 distclean:
 	rm -rf $(BUILD)
