@@ -4,7 +4,8 @@
 #
 #   make demo    the main job: build, boot the Rust-unwinder kernel, profile
 #                a workload with `perf record --call-graph fp,defer`, print
-#                merged stacks and record counts
+#                merged stacks and record counts, draw the merged stacks as
+#                a flame graph (build/demo/flamegraph.svg, inferno)
 #   make check   every test: host tests, both kernels (upstream C and Rust),
 #                KUnit and the selftests (raw perf_event_open and the perf
 #                tool) in QEMU on each
@@ -93,7 +94,10 @@ host-test: setup
 demo:
 	@mkdir -p $(BUILD) && rm -f $(BUILD)/stages.txt
 	@$(MAKE) -s guest-demo
-	@sed -n '/==== BEGIN demo/,/==== END demo/p' $(BUILD)/logs/$(DEMO_VARIANT)-demo.log
+	@sed -n '/==== BEGIN demo/,/==== END demo/{/^#### BEGIN perf-script/,/^#### END perf-script/d;p}' \
+		$(BUILD)/logs/$(DEMO_VARIANT)-demo.log
+	@$(S) flamegraph scripts/flamegraph.sh $(BUILD)/logs/$(DEMO_VARIANT)-demo.log \
+		$(BUILD)/demo
 	@$(MAKE) -s timings
 
 check:
@@ -114,7 +118,7 @@ diff: overlay
 	@git -C $(BUILD)/linux diff pristine
 
 clean:
-	rm -rf $(BUILD)/kernel-* $(BUILD)/perf $(BUILD)/selftests \
+	rm -rf $(BUILD)/kernel-* $(BUILD)/perf $(BUILD)/selftests $(BUILD)/demo \
 		$(BUILD)/initramfs* $(BUILD)/logs $(BUILD)/results
 distclean:
 	rm -rf $(BUILD)

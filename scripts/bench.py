@@ -60,11 +60,176 @@ def metrics_of(log):
                         (kv['dispatch'] / iters, 'ns')
                     if n == 1:
                         out['return to user: reset'] = (kv['reset'] / iters, 'ns')
+            # cancel and memory: memory_and_scale_of() below.
+    return out
+
+
+# Extra threads of the cancel runs: nr_threads also counts the kernel's
+# own threads and the benchmark's main thread.
+CANCEL_SIZES = (10, 100, 1000, 10000)
+
+
+def memory_and_scale_of(log):
+    """{metric: (value, unit)}: memory (item 5) and cancel (item 6) of one log.
+
+    memory: kernel memory per task that used deferred unwinding: the Slab
+    growth when N live threads each had their first deferred unwind, over
+    N (the cache; the task_struct fields are there whether used or not).
+    cancel: the best of the repetitions in the run at each thread count
+    (grace periods vary with where in a tick a cancel starts) and their
+    spread, the growth per extra thread from 100 to 1,000 and from 1,000
+    to 10,000, and what is left at 0 threads on the second line: the grace
+    periods and fixed work.
+    """
+    out = {}
+    cancels = {}    # size -> [(threads, ns)]
+    with open(log, errors='replace') as f:
+        for raw in f:
+            m = LINE.search(raw)
+            if not m or int(m.group(1)) != 8:
+                continue
+            kind = m.group(3)
+            kv = {k: int(v) for k, v in re.findall(r'(\w+)=(\d+)', m.group(4))}
+            if kind == 'memory':
+                n, done = kv['threads'], kv['unwound']
+                if not n or done != n or 'slab_kb2' not in kv:
+                    print('warning: %s: memory: %d of %d threads unwound' % (log, done, n),
+                          file=sys.stderr)
+                    continue
+                # Every round's residue; the growth of the last round.
+                out['memory: Slab after exit - baseline, round %d' % kv.get('round', 1)] = \
+                    (kv['slab_kb3'] - kv['slab_kb0'], 'kB')
+                grow = kv['slab_kb2'] - kv['slab_kb1']
+                out['memory: Slab per task after its first deferred unwind'] = \
+                    (grow * 1024 / n, 'B')
+                out['memory: Slab growth, %d threads unwound' % n] = (grow, 'kB')
+                out['memory: SUnreclaim growth, %d threads unwound' % n] = \
+                    (kv['sunreclaim_kb2'] - kv['sunreclaim_kb1'], 'kB')
+                if 'kmalloc4k2' in kv:
+                    out['memory: kmalloc-4k objects, %d threads unwound' % n] = \
+                        (kv['kmalloc4k2'] - kv['kmalloc4k1'], 'objects')
+                out['memory: Slab per thread started, before any unwind'] = \
+                    ((kv['slab_kb1'] - kv['slab_kb0']) * 1024 / n, 'B')
             elif kind == 'cancel':
                 t = kv['threads']
-                size = 1000 if t >= 1000 else 100 if t >= 100 else 10
-                out['cancel, about %d threads' % size] = (kv['ns'], 'ns')
+                if 'cached' in kv:
+                    # The best of the memory rounds.
+                    name = 'cancel, %d threads with a cache each' % kv['cached']
+                    out[name] = (min(kv['ns'], out.get(name, (kv['ns'],))[0]), 'ns')
+                    continue
+                size = max([s for s in CANCEL_SIZES if t >= s] or [CANCEL_SIZES[0]])
+                cancels.setdefault(size, []).append((t, kv['ns']))
+    best = {}
+    for size, v in sorted(cancels.items()):
+        best[size] = min(v, key=lambda x: x[1])
+        out['cancel, about %d threads' % size] = (best[size][1], 'ns')
+    for size, v in sorted(cancels.items()):
+        out['cancel, about %d threads: spread of %d repetitions' % (size, len(v))] = \
+            (max(x[1] for x in v) - best[size][1], 'ns')
+    for lo, hi in ((100, 1000), (1000, 10000)):
+        if lo in best and hi in best:
+            (t1, ns1), (t2, ns2) = best[lo], best[hi]
+            per = (ns2 - ns1) / (t2 - t1)
+            out['cancel: growth per extra thread, %s to %s' % (f'{lo:,}', f'{hi:,}')] = \
+                (per, 'ns')
+            if hi == 10000:
+                out['cancel: fixed part (that line at 0 threads)'] = (ns1 - per * t1, 'ns')
     return out
+
+
+def scale_note(rows):
+    """What the cancel figures show, kernel by kernel: work per thread, or
+    grace periods.  The growth per thread is taken as resolved when both
+    intervals (100 to 1,000 and 1,000 to 10,000 threads) show a positive
+    one and they agree within a factor of 2."""
+    by = {r['metric']: r for r in rows}
+    best = [by.get('cancel, about %d threads' % n) for n in (100, 1000, 10000)]
+    shown = [r for r in (by.get('cancel, about %d threads' % n) for n in CANCEL_SIZES) if r]
+    s1 = by.get('cancel: growth per extra thread, 100 to 1,000')
+    s2 = by.get('cancel: growth per extra thread, 1,000 to 10,000')
+    fixed = by.get('cancel: fixed part (that line at 0 threads)')
+    if not all(best) or not (s1 and s2 and fixed):
+        print('cancel against 100, 1,000 and 10,000 threads: absent')
+        return
+    for kernel, label in (('c', 'C'), ('rust', 'Rust')):
+        k = kernel + '_median'
+        if not all(k in r for r in best + [s1, s2, fixed]):
+            continue
+        a, b = s1[k], s2[k]
+        at = '%s us at %s threads' % (
+            ' / '.join('%.0f' % (r[k] / 1000) for r in shown if k in r),
+            ' / '.join(r['metric'].split()[2] for r in shown if k in r))
+        if a > 0 and b > 0 and max(a, b) / min(a, b) <= 2:
+            share = 100 * (best[2][k] - fixed[k]) / best[2][k]
+            print('%s: cancel takes %s: %.1f and %.1f ns'
+                  ' more per thread (100 to 1,000, 1,000 to 10,000), on top of a fixed'
+                  ' %.0f us (grace period); at 10,000 threads the walk over them is %.0f%%'
+                  ' of it' % (label, at, a, b, fixed[k] / 1000, share))
+        else:
+            print('%s: cancel takes %s: the growth per'
+                  ' thread (%.1f, then %.1f ns) is not consistent, the cost is its grace'
+                  ' periods; the walk over the threads is smaller than their variation'
+                  % (label, at, a, b))
+
+
+def memory_and_scale(runs):
+    """Print the memory and scale table; its rows for the CSV and JSON."""
+    names = []
+    for kernel in ('c', 'rust'):
+        for ms in runs.get((kernel, 'icount'), []):
+            for k in ms:
+                if k not in names:
+                    names.append(k)
+    # Memory first, then cancel by thread count, the line through them,
+    # and cancel against threads with caches.
+    def group(name):
+        return (0.5 if 'after exit' in name else 0 if name.startswith('memory') else
+                1 if name.startswith('cancel, about') and 'spread' not in name else
+                2 if 'spread' in name else 3 if name.startswith('cancel:') else 4)
+    names.sort(key=group)
+    rows = []
+    for name in names:
+        row = {'metric': name}
+        for kernel in ('c', 'rust'):
+            vals = [ms[name] for ms in runs.get((kernel, 'icount'), []) if name in ms]
+            if vals:
+                row['unit'] = vals[0][1]
+                vals = [v[0] for v in vals]
+                row[kernel + '_median'] = statistics.median(vals)
+                row[kernel + '_min'] = min(vals)
+                row[kernel + '_max'] = max(vals)
+                row[kernel + '_n'] = len(vals)
+            tcg = [ms[name][0] for ms in runs.get((kernel, 'tcg'), []) if name in ms]
+            row[kernel + '_tcg'] = statistics.median(tcg) if tcg else None
+        if row.get('c_median') and row.get('rust_median') is not None and \
+                not name.startswith('cancel:') and 'after exit' not in name and \
+                'spread' not in name:
+            row['ratio'] = row['rust_median'] / row['c_median']
+        rows.append(row)
+    if not rows:
+        print('\nMemory and scale: no figures in the logs (absent)')
+        return rows
+
+    def fmt(v):
+        return '-' if v is None else ('%.0f' % v if abs(v) >= 100 else '%.1f' % v)
+
+    print('\nMemory (item 5) and cancel against many threads (item 6), icount runs')
+    hdr = '%-56s %-7s %22s %22s %7s %10s %10s' % ('metric', 'unit', 'C median [min-max]',
+                                                    'Rust median [min-max]', 'Rust/C',
+                                                    'C tcg', 'Rust tcg')
+    print(hdr)
+    print('-' * len(hdr))
+    for r in rows:
+        c = '%s [%s-%s]' % (fmt(r.get('c_median')), fmt(r.get('c_min')), fmt(r.get('c_max')))
+        rs = '%s [%s-%s]' % (fmt(r.get('rust_median')), fmt(r.get('rust_min')),
+                             fmt(r.get('rust_max')))
+        ratio = '%.2f' % r['ratio'] if 'ratio' in r else '-'
+        print('%-56s %-7s %22s %22s %7s %10s %10s' % (r['metric'], r.get('unit', '-'), c, rs,
+                                                     ratio, fmt(r.get('c_tcg')),
+                                                     fmt(r.get('rust_tcg'))))
+    scale_note(rows)
+    return rows
+
 
 
 # ---- end to end (perf_bench.sh) ----
@@ -313,10 +478,12 @@ def main():
 
     runs = {}   # (kernel, mode) -> [metrics dict]
     e2e = {}    # the same, end to end
+    mem_runs = {}   # the same, memory and cancel
     for log in sorted(glob.glob(os.path.join(a.dir, '*-*-*.log'))):
         kernel, mode, _ = os.path.basename(log)[:-4].split('-', 2)
         runs.setdefault((kernel, mode), []).append(metrics_of(log))
         e2e.setdefault((kernel, mode), []).append(e2e_metrics_of(log))
+        mem_runs.setdefault((kernel, mode), []).append(memory_and_scale_of(log))
     if not runs.get(('c', 'icount')) or not runs.get(('rust', 'icount')):
         sys.exit('bench.py: no icount runs of both kernels in %s' % a.dir)
 
@@ -370,6 +537,8 @@ def main():
     e2e_table = e2e_rows(e2e)
     e2e_print(e2e_table)
 
+    rows += memory_and_scale(mem_runs)
+
     cols = ['metric', 'unit', 'c_median', 'c_min', 'c_max', 'rust_median', 'rust_min',
             'rust_max', 'ratio', 'c_tcg', 'rust_tcg']
     with open(os.path.join(a.dir, 'bench.csv'), 'w', newline='') as f:
@@ -385,9 +554,10 @@ def main():
     import matplotlib.pyplot as plt
     # The chart: per-frame walk costs (per walk is the same ratio), the
     # request path and the task_work; cancel is bound by grace periods,
-    # not by the implementation's instructions (table only).
+    # not by the implementation's instructions, and memory is not a time
+    # (tables only).
     shown = [r for r in rows if 'ratio' in r and 'per walk' not in r['metric']
-             and not r['metric'].startswith('cancel')]
+             and r.get('unit') == 'ns' and not r['metric'].startswith('cancel')]
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(shown) + 1.5))
     y = range(len(shown))
     ax.barh(list(y), [r['ratio'] for r in shown],

@@ -9,7 +9,8 @@
 #   configuration: a private apt state under $CACHE/apt knows them, and is
 #   used only to *download* .debs, which are unpacked with dpkg-deb -x.
 #   Nothing from a newer suite is ever installed.
-# - bindgen-cli comes from crates.io via cargo install --locked.
+# - bindgen-cli comes from crates.io via cargo install --locked, and so
+#   does inferno (make demo's flame graph), into $CACHE/inferno-VERSION.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -22,6 +23,7 @@ HOST_PKGS=(
 	binutils python3-matplotlib
 )
 BINDGEN_VERSION=0.72.1
+INFERNO_VERSION=0.12.8
 
 host_packages() {
 	local missing=()
@@ -128,11 +130,27 @@ bindgen_cli() {
 	cargo install -q --locked "bindgen-cli@$BINDGEN_VERSION"
 }
 
+# inferno-collapse-perf and inferno-flamegraph for make demo's flame graph,
+# in a directory of their own (scripts/flamegraph.sh looks there).
+inferno() {
+	local root=$CACHE/inferno-$INFERNO_VERSION
+	if [ -x "$root/bin/inferno-flamegraph" ] &&
+		[ -x "$root/bin/inferno-collapse-perf" ]; then
+		log "inferno $INFERNO_VERSION: present ($root)"
+		return 0
+	fi
+	log "inferno: cargo install --locked inferno@$INFERNO_VERSION --root $root"
+	cargo install -q --locked --no-default-features --features cli \
+		--bin inferno-collapse-perf --bin inferno-flamegraph \
+		--root "$root" "inferno@$INFERNO_VERSION"
+}
+
 main() {
 	mkdir -p "$BUILD" "$CACHE"
 	host_packages
 	rust_src
 	bindgen_cli
+	inferno
 	[ "${1:-}" = "--need-kernel-deb" ] && priv_apt_update
 	return 0
 }

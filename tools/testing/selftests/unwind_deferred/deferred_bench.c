@@ -13,6 +13,22 @@
  * the walk and the task_work see a stack of that depth.  The 32-bit build
  * (deferred_bench_32) runs the walk only: the rest is the same kernel
  * code whatever the task's word size.
+ *
+ * Besides the driver's timings, two measurements of its own (64-bit):
+ *
+ *   memory: the kernel memory that deferred unwinding keeps per task (its
+ *   cache, allocated on the task's first deferred unwind): /proc/meminfo
+ *   (and /proc/slabinfo's kmalloc-4k, if the kernel has it) with N threads
+ *   started, again once each of them has had one deferred unwind (the
+ *   driver's "task 1", a request and the task_work in the thread itself),
+ *   and after they exit: "BENCH ... memory round=R threads=N unwound=N
+ *   slab_kb0..3=... sunreclaim_kb0..3=... [kmalloc4k0..3=...]" with 0 the
+ *   baseline, 1 the threads started, 2 unwound, 3 exited; twice in full
+ *   mode (1,000 threads), the second round judged.  Then cancel is timed
+ *   against those threads, each with its cache ("cancel cached=N").
+ *
+ *   scale: cancel against 10 (smoke) or 10, 100, 1,000 and 10,000 (full)
+ *   sleeping threads, CANCEL_REPS times each.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -82,10 +98,39 @@ static int collect(int depth)
 	return n;
 }
 
+/* Small stacks: 10,000 threads must fit in the guest's 2 GiB. */
+#define THREAD_STACK	(32 * 1024)
+/* Cancels timed per thread count (grace periods vary, take several). */
+#define CANCEL_REPS	5
+
 static void *sleeper(void *arg)
 {
 	pause();
 	return arg;
+}
+
+/*
+ * Print the cancel results with @tag before them ("cached=N "), so that
+ * they are told apart from those against sleeping threads.
+ */
+static int collect_cancel(const char *tag)
+{
+	FILE *f = fopen(DIR "/results", "r");
+	char line[512];
+	int n = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "cancel ", 7))
+			continue;
+		printf("BENCH ws=%zu depth=0 cancel %s%s", sizeof(long), tag,
+		       line + 7);
+		n++;
+	}
+	fclose(f);
+	run(0, "clear", 0);
+	return n;
 }
 
 /* cancel against @n extra threads (a perf session closing). */
@@ -93,28 +138,206 @@ static int cancel_with_threads(int n)
 {
 	pthread_attr_t attr;
 	pthread_t *t = calloc(n, sizeof(*t));
-	int made = 0, bad = 0;
+	int made = 0, bad = 0, got = 0;
 
 	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
+	pthread_attr_setstacksize(&attr, THREAD_STACK);
 	for (; t && made < n; made++)
 		if (pthread_create(&t[made], &attr, sleeper, NULL))
 			break;
-	bad |= run(0, "tracers %d", 1) | run(0, "cancel", 0);
-	collect(0);
+	if (made != n)
+		ksft_print_msg("cancel: %d of %d threads started\n", made, n);
+	for (int r = 0; r < CANCEL_REPS; r++)
+		bad |= run(0, "tracers %d", 1) | run(0, "cancel", 0);
+	got = collect_cancel("");
 	for (int i = 0; i < made; i++)
 		pthread_cancel(t[i]);
 	for (int i = 0; i < made; i++)
 		pthread_join(t[i], NULL);
 	free(t);
-	return bad || made != n ? -1 : 0;
+	return bad || made != n || got != CANCEL_REPS ? -1 : 0;
+}
+
+/* Kernel memory figures, in kB (-1: absent). */
+struct mem {
+	long slab, sunreclaim, k4k;
+};
+
+/* The figures now, with the per-CPU counters folded in first. */
+static void mem_read(struct mem *m)
+{
+	char line[256], name[64];
+	long v, active;
+	FILE *f;
+	int fd;
+
+	m->slab = m->sunreclaim = m->k4k = -1;
+	fd = open("/proc/sys/vm/stat_refresh", O_WRONLY);
+	if (fd >= 0) {
+		if (write(fd, "1", 1) < 0)
+			ksft_print_msg("stat_refresh: %s\n", strerror(errno));
+		close(fd);
+	}
+	f = fopen("/proc/meminfo", "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%63[^:]: %ld", name, &v) != 2)
+			continue;
+		if (!strcmp(name, "Slab"))
+			m->slab = v;
+		else if (!strcmp(name, "SUnreclaim"))
+			m->sunreclaim = v;
+	}
+	if (f)
+		fclose(f);
+	/* Only with CONFIG_SLUB_DEBUG (not with SLUB_TINY). */
+	f = fopen("/proc/slabinfo", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63s %ld", name, &active) == 2 &&
+		    !strcmp(name, "kmalloc-4k"))
+			m->k4k = active;
+	if (f)
+		fclose(f);
+}
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int phase, unwound, failed;
+} mt = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+};
+
+static void mt_wait(int phase)
+{
+	pthread_mutex_lock(&mt.lock);
+	while (mt.phase < phase)
+		pthread_cond_wait(&mt.cond, &mt.lock);
+	pthread_mutex_unlock(&mt.lock);
+}
+
+static void mt_set(int phase)
+{
+	pthread_mutex_lock(&mt.lock);
+	mt.phase = phase;
+	pthread_cond_broadcast(&mt.cond);
+	pthread_mutex_unlock(&mt.lock);
+}
+
+/* One deferred unwind in this thread (its first: the cache comes). */
+static void *unwinder(void *arg)
+{
+	int bad;
+
+	mt_wait(1);
+	bad = run(8, "task %d", 1);
+	pthread_mutex_lock(&mt.lock);
+	mt.unwound += !bad;
+	mt.failed += !!bad;
+	pthread_cond_broadcast(&mt.cond);
+	pthread_mutex_unlock(&mt.lock);
+	mt_wait(2);
+	return arg;
+}
+
+/*
+ * Read the figures until Slab holds still (tasks that exited are freed
+ * after an RCU grace period, their slabs later); how long it took, in ms.
+ */
+static int mem_settle(struct mem *m)
+{
+	int waited = 0;
+	long prev;
+
+	mem_read(m);
+	do {
+		prev = m->slab;
+		usleep(100 * 1000);
+		waited += 100;
+		mem_read(m);
+	} while (!smoke && (labs(m->slab - prev) > 16 || waited < 300) &&
+		 waited < 10000);
+	return waited;
+}
+
+/*
+ * Kernel memory of @n threads that each had one deferred unwind; then
+ * cancel against them.  Full mode runs it twice (@round 1, 2): the first
+ * round leaves slabs that other objects keep partly used; from the second
+ * on, the caches must show (more Slab once the threads have unwound) and
+ * be gone once they have exited.
+ */
+static int memory_with_threads(int n, int round)
+{
+	struct mem m[4];
+	pthread_attr_t attr;
+	pthread_t *t = calloc(n, sizeof(*t));
+	int made = 0, bad = 0, waited;
+	long delta, left;
+	char tag[32];
+
+	if (!t)
+		return -1;
+	mt.phase = mt.unwound = mt.failed = 0;
+	bad |= run(0, "tracers %d", 1);
+	mem_settle(&m[0]);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, THREAD_STACK);
+	for (; made < n; made++)
+		if (pthread_create(&t[made], &attr, unwinder, NULL))
+			break;
+	mem_read(&m[1]);
+	mt_set(1);
+	pthread_mutex_lock(&mt.lock);
+	while (mt.unwound + mt.failed < made)
+		pthread_cond_wait(&mt.cond, &mt.lock);
+	pthread_mutex_unlock(&mt.lock);
+	mem_read(&m[2]);
+	run(0, "clear", 0);
+	bad |= run(0, "cancel", 0);
+	snprintf(tag, sizeof(tag), "cached=%d ", mt.unwound);
+	collect_cancel(tag);
+	mt_set(2);
+	for (int i = 0; i < made; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	waited = mem_settle(&m[3]);
+	delta = m[2].slab - m[1].slab;
+	left = m[3].slab - m[0].slab;
+
+	printf("BENCH ws=%zu depth=0 memory round=%d threads=%d unwound=%d waited_ms=%d",
+	       sizeof(long), round, made, mt.unwound, waited);
+	for (int i = 0; i < 4; i++)
+		printf(" slab_kb%d=%ld sunreclaim_kb%d=%ld", i, m[i].slab, i,
+		       m[i].sunreclaim);
+	for (int i = 0; m[0].k4k >= 0 && i < 4; i++)
+		printf(" kmalloc4k%d=%ld", i, m[i].k4k);
+	printf("\n");
+	ksft_print_msg("memory, round %d: %d threads, %d with one deferred unwind: Slab %+ld kB with the threads, %+ld kB more once unwound, %+ld kB from the baseline %d ms after they exited\n",
+		       round, made, mt.unwound, m[1].slab - m[0].slab, delta,
+		       left, waited);
+	if (made != n || mt.unwound != made)
+		return -1;
+	if (m[0].slab < 0 || m[2].sunreclaim < 0)
+		return -1;
+	if (smoke || round < 2)
+		return bad;
+	/* Nothing seen, or not freed: fail (4 kB a thread expected). */
+	if (delta < n * 2L || left > delta / 10) {
+		ksft_print_msg("memory: %s\n", delta < n * 2L ?
+			       "the caches did not show in Slab" :
+			       "Slab did not go back to its baseline");
+		return -1;
+	}
+	return bad;
 }
 
 int main(int argc, char **argv)
 {
 	static const int depths[] = { 8, 64, 256, 500 };
 	static const int tracers[] = { 1, 4, 16 };
-	int rounds = 1, iters = 3, bad = 0, n = 0;
+	static const int threads[] = { 10, 100, 1000, 10000 };
+	int rounds = 1, iters = 3, bad = 0, mem_bad = 0, n = 0;
 
 	if (argc > 1) {
 		rounds = atoi(argv[1]);
@@ -122,7 +345,7 @@ int main(int argc, char **argv)
 		iters = 200;
 	}
 	ksft_print_header();
-	ksft_set_plan(1);
+	ksft_set_plan(sizeof(long) == 8 ? 2 : 1);
 	if (access(DIR, F_OK))
 		mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
 	ctl = open(DIR "/ctl", O_WRONLY);
@@ -131,13 +354,13 @@ int main(int argc, char **argv)
 				   DIR "/ctl", strerror(errno));
 	run(0, "clear", 0);
 	for (int r = 0; r < rounds; r++) {
-		for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
+		for (size_t i = 0; i < ARRAY_SIZE(depths); i++) {
 			bad |= run(depths[i], "walk %d", iters);
 			n += collect(depths[i]);
 		}
 		if (sizeof(long) == 4)
 			continue;
-		for (size_t i = 0; i < sizeof(tracers) / sizeof(tracers[0]); i++) {
+		for (size_t i = 0; i < ARRAY_SIZE(tracers); i++) {
 			bad |= run(0, "tracers %d", tracers[i]);
 			bad |= run(16, "task %d", iters);
 			n += collect(16);
@@ -147,12 +370,22 @@ int main(int argc, char **argv)
 			bad |= run(16, "nmi %d", iters);
 			n += collect(16);
 		}
-		bad |= cancel_with_threads(smoke ? 10 : 100);
-		if (!smoke)
-			bad |= cancel_with_threads(1000);
-		n += 1 + !smoke;
+		for (int mr = 1; mr <= (smoke ? 1 : 2); mr++)
+			mem_bad |= memory_with_threads(smoke ? 10 : 1000, mr);
+		if (smoke) {
+			bad |= cancel_with_threads(10);
+			n += CANCEL_REPS;
+		}
+		for (size_t i = 0; !smoke && i < ARRAY_SIZE(threads); i++) {
+			bad |= cancel_with_threads(threads[i]);
+			n += CANCEL_REPS;
+		}
 		run(0, "tracers %d", 0);
 	}
 	ksft_test_result(!bad && n > 0, "benchmarks ran (%d results)\n", n);
+	if (sizeof(long) == 8)
+		ksft_test_result(!mem_bad, "memory: %d threads, one deferred unwind each%s\n",
+				 smoke ? 10 : 1000,
+				 smoke ? " (figures not judged in the smoke pass)" : "");
 	ksft_finished();
 }

@@ -26,6 +26,18 @@ perf report -D -i perf.data 2>/dev/null >dump.txt
 echo "samples:                         $(grep -c 'PERF_RECORD_SAMPLE' dump.txt)"
 echo "PERF_RECORD_CALLCHAIN_DEFERRED:  $(grep -c 'PERF_RECORD_CALLCHAIN_DEFERRED' dump.txt)"
 echo "PERF_CONTEXT_USER_DEFERRED marks: $(grep -c 'PERF_CONTEXT_USER_DEFERRED' dump.txt)"
-echo "---- perf report --stdio (entries above 20%, with their merged call chains)"
-perf report -i perf.data --stdio --no-inline --no-children --percent-limit 20 2>&1 |
+echo "---- perf report --stdio -S workload_leaf (the leaf's own samples, with their"
+echo "---- merged call chain; its share depends on how many samples hit syscalls)"
+perf report -i perf.data --stdio --no-inline --no-children -S workload_leaf 2>&1 |
 	grep -v '^#' | grep -v '^$' | head -40
+echo "---- flame graph of the merged stacks: perf script --no-inline, every"
+echo "---- sample with its deferred user part; gzip | base64 between the"
+echo "---- markers, drawn on the host with inferno (scripts/flamegraph.sh)"
+perf script -i perf.data --no-inline -F comm,tid,time,event,ip,sym,dso \
+	2>/dev/null >script.txt
+echo "perf script: $(grep -c 'cpu-clock:' script.txt) samples," \
+	"$(grep -c 'workload_leaf' script.txt) with workload_leaf," \
+	"$(wc -c <script.txt) bytes"
+echo "#### BEGIN perf-script.gz.b64"
+gzip -9 -c script.txt | base64
+echo "#### END perf-script.gz.b64"
