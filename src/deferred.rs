@@ -208,7 +208,9 @@ pub(crate) struct Requested {
 /// Any context: NMI, hardirq, softirq or task.  Fails with `EINVAL` for a
 /// kernel thread, an exiting task, a task not entered from user mode, or a
 /// cancelled work.
-#[inline]
+// Inlined into the C entry point, which is then a leaf function on the
+// common path.
+#[inline(always)]
 pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
     // SAFETY: `unwind_user_from_user_mode()` has no preconditions: it only
     // reads current's saved entry registers, which every task has (a
@@ -235,30 +237,42 @@ pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
     // never called for a request of the old one.  (An explicit
     // `rcu_read_lock()` would say the same with two more calls.)
     with_irqs_disabled(|irq_off| {
-        let bit = work.bit().ok_or(EINVAL)?;
+        let bit = bit_mask(work.bit().ok_or(EINVAL)?);
         let cookie = cookie::get(current, irq_off);
-        let already = match mask::request(&current.info().mask(), bit_mask(bit)) {
-            Request::AlreadyRequested => true,
-            Request::Joined => false,
-            Request::QueueTaskWork => {
-                // SAFETY: The task's `callback_head` was initialised by
-                // `task_init()` and lives as long as the task.  It is not
-                // queued: PENDING was clear, and it is set only here, just
-                // before queueing, and cleared by the task_work after
-                // `task_work_run()` took it off the list (the exit path
-                // cancels it while PF_EXITING, which refuses requests, is
-                // set).  `TWA_NMI_CURRENT` is for current, which it is.
-                if let Err(e) = unsafe { current.work().queue_on_current(mode) } {
-                    // Cannot happen: current is not exiting.
-                    warn_on_once!(true);
-                    mask::queue_failed(&current.info().mask());
-                    return Err(e);
-                }
-                false
-            }
-        };
+        // The common case, a repeat in the same entry, stays short; the
+        // first request of the entry queues the task_work, out of line.
+        let already =
+            mask::is_requested(&current.info().mask(), bit) || first_request(current, bit, mode)?;
         Ok(Requested { cookie, already })
     })
+}
+
+/// The rest of [`request`] for a callback not yet requested in this entry
+/// (interrupts disabled): set its bit and queue the task_work if no one
+/// has.  Whether it was already requested after all (by an NMI in
+/// between).
+#[inline(never)]
+fn first_request(current: CurrentInfo<'_>, bit: usize, mode: NotifyMode) -> Result<bool> {
+    match mask::request(&current.info().mask(), bit) {
+        Request::AlreadyRequested => Ok(true),
+        Request::Joined => Ok(false),
+        Request::QueueTaskWork => {
+            // SAFETY: The task's `callback_head` was initialised by
+            // `task_init()` and lives as long as the task.  It is not
+            // queued: PENDING was clear, and it is set only here, just
+            // before queueing, and cleared by the task_work after
+            // `task_work_run()` took it off the list (the exit path cancels
+            // it while PF_EXITING, which refuses requests, is set).
+            // `TWA_NMI_CURRENT` is for current, which it is.
+            if let Err(e) = unsafe { current.work().queue_on_current(mode) } {
+                // Cannot happen: current is not exiting.
+                warn_on_once!(true);
+                mask::queue_failed(&current.info().mask());
+                return Err(e);
+            }
+            Ok(false)
+        }
+    }
 }
 
 /// Run the requested callbacks of the current task `task`.

@@ -47,7 +47,8 @@ pub fn irqs_disabled() -> bool {
 /// assert!(inside);
 /// assert_eq!(irqs_disabled(), was);
 /// ```
-#[inline]
+// Always inlined: it is a branch around its caller's code.
+#[inline(always)]
 pub fn with_irqs_disabled<R>(f: impl FnOnce(&LocalInterruptDisabled) -> R) -> R {
     // Interrupts enabled means neither NMI nor hardirq context, where
     // `local_interrupt_disable()` is allowed; already disabled, nothing is

@@ -67,7 +67,7 @@ pub enum Request {
 /// Called with interrupts disabled (or in NMI) on the task's own CPU.
 pub fn request(mask: &impl MaskWord, bit: usize) -> Request {
     // Cheap check first: the common case of many samples in one entry.
-    if mask.load() & bit != 0 {
+    if is_requested(mask, bit) {
         return Request::AlreadyRequested;
     }
     let bits = PENDING | bit;
@@ -80,6 +80,14 @@ pub fn request(mask: &impl MaskWord, bit: usize) -> Request {
         return Request::Joined;
     }
     Request::QueueTaskWork
+}
+
+/// Whether callback `bit` was already requested in this entry: the first
+/// step of [`request`], which a caller may take apart to keep its common
+/// case (many samples in one entry) short.  Same context as [`request`].
+#[inline]
+pub fn is_requested(mask: &impl MaskWord, bit: usize) -> bool {
+    mask.load() & bit != 0
 }
 
 /// Queueing the task_work failed after [`request`] said to queue it: forget

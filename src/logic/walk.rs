@@ -304,18 +304,20 @@ impl Walk {
 pub fn walk(regs: &UserRegs, mem: &mut impl UserMemory, out: &mut [u64]) -> (usize, Stop) {
     // One copy of the loop per word size, in which it is a constant.
     match regs.ws {
-        WordSize::W8 => walk_as(regs, WordSize::W8, mem, out),
-        WordSize::W4 => walk_as(regs, WordSize::W4, mem, out),
+        WordSize::W8 => walk_as::<true>(regs, mem, out),
+        WordSize::W4 => walk_as::<false>(regs, mem, out),
     }
 }
 
-#[inline(always)]
-fn walk_as(
+/// [`walk`] of a 64-bit (`W8`) or compat task.
+fn walk_as<const W8: bool>(
     regs: &UserRegs,
-    ws: WordSize,
     mem: &mut impl UserMemory,
     out: &mut [u64],
 ) -> (usize, Stop) {
+    let ws = if W8 { WordSize::W8 } else { WordSize::W4 };
+    // `w` is only ever used by inlined steps, so that it lives in
+    // registers, its word size a constant.
     let mut w = Walk::with_word_size(regs, ws);
     let Some((first, rest)) = out.split_first_mut() else {
         return (0, Stop::Full);
@@ -324,13 +326,18 @@ fn walk_as(
     if rest.is_empty() {
         return (1, Stop::Full);
     }
-    // The topmost frame may be at a function's entry; [`Walk::next`]
-    // picks its rule.  Every other frame is a frame-pointer frame, and
-    // the loop below has that rule as a loop invariant.
-    if let Err(stop) = w.next(mem) {
+    // The topmost frame may be at a function's entry (the rule
+    // [`Walk::next`] picks).  Every other frame is a frame-pointer frame,
+    // and the loop below has that rule as a loop invariant.
+    let rule = regs.fp_frame;
+    let topmost = if regs.at_function_entry {
+        regs.entry_frame
+    } else {
+        rule
+    };
+    if let Err(stop) = w.step(&topmost, mem) {
         return (1, stop);
     }
-    let rule = regs.fp_frame;
     // The arch's usual frame gets a copy of the loop specialised for it.
     let stop = if Shape::of(&rule, ws) == Shape::FP_PAIR {
         fill(&mut w, rest, |w| w.step_shaped(&rule, Shape::FP_PAIR, mem))
