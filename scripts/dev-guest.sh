@@ -19,6 +19,10 @@ for d in kernel-c kernel-rust perf linux; do
 	[ -e "$KERNELS/$d" ] || die "no $KERNELS/$d: build the kernels first (make kernel-rust perf)"
 	ln -sfn "$KERNELS/$d" "$BUILD/$d"
 done
+# The benchmark kernels too, where built (VARIANT c-bench or rust-bench).
+for d in kernel-c-bench kernel-rust-bench; do
+	if [ -e "$KERNELS/$d" ]; then ln -sfn "$KERNELS/$d" "$BUILD/$d"; fi
+done
 # The selftests' Makefile includes ../lib.mk: give it one.
 st=$BUILD/st/tools/testing/selftests
 cp "$KERNELS"/linux/tools/testing/selftests/{lib.mk,kselftest*.h} "$st/"
