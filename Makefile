@@ -33,7 +33,7 @@ XFAIL_c := deferred_exit:2 deferred_cpu_bare:2 deferred_cpu_bare:3 \
 KUNIT_SUITES := example rust_doctests_kernel
 KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred
 # What `make check` must have produced results for (a missing one fails).
-CHECK_RESULTS := host-guestlog host-cargo-test host-loom c-test rust-test symbols \
+CHECK_RESULTS := host-guestlog host-compare host-cargo-test host-loom c-test rust-test symbols \
 	differential
 
 .PHONY: all demo check bench setup source overlay kernel-c kernel-rust perf \

@@ -1,36 +1,54 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
 """Differential check: the same workload, recorded by the real perf tool on
-the upstream C kernel and on the Rust kernel, must give the same set of
-merged user stacks.
+the upstream C kernel and on the Rust kernel, must give the same
+distribution of merged user stacks.
 
-perf_defer.sh prints each distinct merged user stack of the workload, as
-function names from `perf script` (the same dc_workload binary runs on both
-kernels, so names stand for addresses: the comparison is by name), with
-the number of samples that had it:
+perf_defer.sh prints, for each session (perf-task: per-task events,
+perf-all: perf record -a), every distinct merged stack of the workload's
+samples with the number of samples that had it:
 
-    # STACK <session>: <count>: workload_leaf workload_c workload_b ... main
+    # ASTACK <session>: <count>: <K|U> <sampled function> <return address>...
 
-for each session (perf-task: per-task events, perf-all: perf record -a).
-Which IPs a timer hits differs from run to run, so a stack seen a few times
-on one kernel may not be seen on the other.  The rule: for every session,
-both kernels have stacks, and every *common* stack of either kernel (at
-least 2% of its samples and at least 3 samples) was also seen on the other.
-Rare stacks seen on one side only are printed.  Writes "passed failed
-differential" to --results.
+keyed by address: the same static dc_workload binary runs at the same
+addresses on both kernels, so every caller is compared by its return
+address, the sampled frame by its function (where in it the timer hit is
+chance); K or U says whether the sample was taken in the kernel or in user
+space (the kernel frames themselves differ by design between the kernels:
+the unwinders' own functions).  All samples count: truncated stacks,
+start-up and exit included.  ("# STACK" lines, by function name and
+inside workload() only, are printed for reading.)
+
+The rule, per session:
+- both kernels have at least MIN_SAMPLES samples (fewer cannot show a
+  distribution; that fails the check, it does not pass it);
+- every stack's share of its kernel's samples agrees within
+  SYSTEMATIC + SIGMAS standard errors of the difference of two binomial
+  shares (pooled share p: sqrt(p (1 - p) (1/n_C + 1/n_Rust))).  SYSTEMATIC
+  (2 points) allows for what differs between the kernels on purpose: the
+  time their deferred paths take changes, under TCG, where timer
+  interrupts land (in the kernel or in user space) by about a point; the
+  statistical part is 4 sigma, so that with a few dozen stacks a chance
+  failure is rarer than one in a thousand runs.
+Writes "passed failed differential" to --results.
 """
 import argparse
+import math
 import re
 import sys
 
-LINE = re.compile(r'^# STACK (\S+): (\d+): (.*\S)\s*$')
+ALINE = re.compile(r'^# ASTACK (\S+): (\d+): (.*\S)\s*$')
+NLINE = re.compile(r'^# STACK (\S+): (\d+): (.*\S)\s*$')
+MIN_SAMPLES = 300
+SYSTEMATIC = 0.02
+SIGMAS = 4.0
 
 
-def stacks(path):
+def stacks(path, line):
     out = {}
     with open(path, 'rb') as f:
         for raw in f.read().decode('utf-8', 'replace').replace('\r', '').split('\n'):
-            m = LINE.match(raw)
+            m = line.match(raw)
             if m:
                 d = out.setdefault(m.group(1), {})
                 d[m.group(3)] = d.get(m.group(3), 0) + int(m.group(2))
@@ -45,39 +63,54 @@ def main():
     ap.add_argument('--session', action='append', default=[],
                     help='a session that must be present in both logs')
     a = ap.parse_args()
-    c, r = stacks(a.c_log), stacks(a.rust_log)
+    c, r = stacks(a.c_log, ALINE), stacks(a.rust_log, ALINE)
+    cn, rn = stacks(a.c_log, NLINE), stacks(a.rust_log, NLINE)
     passed = failed = 0
     for s in sorted(set(c) | set(r) | set(a.session)):
         cs, rs = c.get(s, {}), r.get(s, {})
-        bad, notes = [], []
-        for name, mine, other in (('C', cs, rs), ('Rust', rs, cs)):
-            total = sum(mine.values())
-            for st, n in sorted(mine.items()):
-                if st in other:
-                    continue
-                common = n >= 3 and n * 50 >= total
-                notes.append('    only %-4s %5d of %5d samples: %s%s'
-                             % (name, n, total, st, ' (COMMON)' if common else ' (rare)'))
-                if common:
-                    bad.append(st)
-        both = sorted(set(cs) & set(rs))
-        if cs and rs and not bad:
-            passed += 1
-            print('%-10s the same: %d stacks on both kernels (C %d samples, Rust %d)'
-                  % (s, len(both), sum(cs.values()), sum(rs.values())))
-            for st in both:
-                print('    %5d / %5d  %s' % (cs[st], rs[st], st))
-            for n in notes:
-                print(n)
+        nc, nr = sum(cs.values()), sum(rs.values())
+        print('%-10s C %d samples in %d stacks, Rust %d in %d' % (s, nc, len(cs), nr, len(rs)))
+        if nc < MIN_SAMPLES or nr < MIN_SAMPLES:
+            failed += 1
+            print('    DIFFERENT: too few samples to compare distributions (at least %d each)'
+                  % MIN_SAMPLES)
             continue
-        failed += 1
-        print('%-10s DIFFERENT: C %d stacks, Rust %d; %d common stacks on one side only'
-              % (s, len(cs), len(rs), len(bad)))
-        for n in notes:
-            print(n)
+        bad = []
+        rows = []
+        for st in set(cs) | set(rs):
+            pc, pr = cs.get(st, 0) / nc, rs.get(st, 0) / nr
+            p = (cs.get(st, 0) + rs.get(st, 0)) / (nc + nr)
+            bound = SYSTEMATIC + SIGMAS * math.sqrt(p * (1 - p) * (1 / nc + 1 / nr))
+            rows.append((max(pc, pr), st, pc, pr, bound))
+            if abs(pc - pr) > bound:
+                bad.append(st)
+        rows.sort(reverse=True)
+        for _, st, pc, pr, bound in rows[:8]:
+            print('    %6.2f%% / %6.2f%%  (|diff| %5.2f <= %5.2f)%s  %s'
+                  % (100 * pc, 100 * pr, 100 * abs(pc - pr), 100 * bound,
+                     '' if st not in bad else ' OUT', st))
+        if len(rows) > 8:
+            print('    ... %d more stacks, each under %.2f%% of its kernel\'s samples'
+                  % (len(rows) - 8, 100 * rows[8][0]))
+        for st in bad:
+            if all(st != row[1] for row in rows[:8]):
+                row = next(x for x in rows if x[1] == st)
+                print('    %6.2f%% / %6.2f%%  (|diff| %5.2f > %5.2f) OUT  %s'
+                      % (100 * row[2], 100 * row[3], 100 * abs(row[2] - row[3]),
+                         100 * row[4], st))
+        for name, d in (('C', cn.get(s, {})), ('Rust', rn.get(s, {}))):
+            for st, n in sorted(d.items(), key=lambda x: -x[1])[:3]:
+                print('    by name, %-4s %5d: %s' % (name, n, st))
+        if bad:
+            failed += 1
+            print('    DIFFERENT: %d stacks whose shares differ beyond the bound' % len(bad))
+        else:
+            passed += 1
+            print('    the same distribution: %d stacks, every share within its bound'
+                  % len(rows))
     if not passed and not failed:
         failed = 1
-        print('no "# STACK" lines in either log')
+        print('no "# ASTACK" lines in either log')
     print('differential: %d sessions the same, %d different' % (passed, failed))
     if a.results:
         with open(a.results, 'w') as f:

@@ -7,6 +7,12 @@ out=$(python3 "$TOP/scripts/test_guestlog.py" 2>&1) || { echo "$out"; die "guest
 n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
 echo "guestlog.py checker: $n tests passed"
 echo "$n 0 host-guestlog" >"$BUILD/results/host-guestlog.txt"
+out=$(python3 "$TOP/scripts/test_compare_stacks.py" 2>&1) ||
+	{ echo "$out"; die "compare-stacks tests failed"; }
+n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
+[ "${n:-0}" -gt 0 ] || die "compare-stacks tests: none ran"
+echo "compare-stacks.py (differential check): $n tests passed"
+echo "$n 0 host-compare" >"$BUILD/results/host-compare.txt"
 
 # The unwinder's kernel-independent rules (src/logic), on the host.
 cd "$TOP"

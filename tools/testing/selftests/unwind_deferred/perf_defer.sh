@@ -200,8 +200,8 @@ check_mode() {
 		return v
 	}
 	function flush() {
-		if (blk) print c "|" off + 0 "|" nk + 0 "|" stack
-		blk = 0; stack = ""; off = ""; nk = 0
+		if (blk) print c "|" off + 0 "|" nk + 0 "|" stack "|" astack
+		blk = 0; stack = ""; astack = ""; off = ""; nk = 0
 	}
 	/^[ \t]*$/ { flush(); next }
 	/^[^ \t]/ { flush(); blk = 1; c = $1; next }
@@ -210,6 +210,10 @@ check_mode() {
 		split($2, a, "+")
 		if (stack == "") off = hex(a[2])
 		stack = stack " " a[1]
+		# By address (the same static binary at the same addresses on
+		# both kernels): the sampled frame by its function, every
+		# caller by its return address.
+		astack = astack " " (astack == "" ? a[1] : $1)
 	}
 	END { flush() }' "$D/script.txt" >"$D/stacks.txt"
 	awk -F'|' -v comm="$comm" -v size="$size" -v want="$want" -v want_fl="$want_fl" '
@@ -242,6 +246,14 @@ check_mode() {
 	(comm == "" || $1 == comm) && ($4 " ") ~ / workload / { print $4 }' \
 		"$D/stacks.txt" | sort | uniq -c |
 		awk -v mode="$MODE" '{ n = $1; $1 = ""; print "# STACK perf-" mode ": " n ":" $0 }'
+	# And every sample of the comm, truncated stacks, start-up and exit
+	# included, keyed by address, with whether it was taken in the kernel
+	# (K) or in user space (U): "# ASTACK perf-MODE: COUNT: K|U ADDRESSES".
+	# compare-stacks.py compares the two kernels' distributions of these.
+	awk -F'|' -v comm="$comm" '
+	comm == "" || $1 == comm { print ($3 > 0 ? "K" : "U") ($5 == "" ? " -" : $5) }' \
+		"$D/stacks.txt" | sort | uniq -c |
+		awk -v mode="$MODE" '{ n = $1; $1 = ""; print "# ASTACK perf-" mode ": " n ":" $0 }'
 	others=$(awk -F'|' -v comm="$comm" '
 	(comm == "" || $1 == comm) && ($4 " ") !~ / workload / { print $4 }' "$D/stacks.txt" |
 		sort -u | wc -l)
