@@ -39,7 +39,7 @@ import sys
 
 ALINE = re.compile(r'^# ASTACK (\S+): (\d+): (.*\S)\s*$')
 NLINE = re.compile(r'^# STACK (\S+): (\d+): (.*\S)\s*$')
-MIN_SAMPLES = 300
+MIN_SAMPLES = 200
 SYSTEMATIC = 0.02
 SIGMAS = 4.0
 

@@ -47,8 +47,8 @@ class CompareStacks(unittest.TestCase):
                                      log({FULL: 1750, CUT: 250, USER: 500})), 1)
 
     def test_too_few_samples_fail(self):
-        self.assertEqual(self.run_on(log({FULL: 200, USER: 50}),
-                                     log({FULL: 200, USER: 50})), 1)
+        self.assertEqual(self.run_on(log({FULL: 150, USER: 40}),
+                                     log({FULL: 150, USER: 40})), 1)
 
     def test_missing_session_fails(self):
         self.assertEqual(self.run_on(log({FULL: 2000}), ''), 1)
