@@ -32,7 +32,9 @@
  * - the user stack of every record taken in the reads is
  *   hop_leaf <- run_child;
  * - samples of kernel threads and of the idle task carry no cookie and
- *   no user callchain;
+ *   no user callchain, and there are some: the CPU the child is not on
+ *   idles while the parent sleeps in poll(), so every run has them, and
+ *   a run with none has not tested this and fails;
  * - no record is lost.
  * The child stops itself (SIGSTOP) before the events are disabled; see
  * deferred_task.c.
@@ -329,8 +331,8 @@ int main(void)
 	ksft_test_result(leaf && leaf_ok == leaf,
 			 "user stack of all %zu read records is hop_leaf <- run_child (%zu exact)\n",
 			 leaf, leaf_ok);
-	ksft_test_result(!kthread_bad,
-			 "no sample of a kernel thread or idle has a cookie or user callchain (%zu of %zu do)\n",
+	ksft_test_result(kthread && !kthread_bad,
+			 "no sample of a kernel thread or idle has a cookie or user callchain (%zu of %zu do, at least 1 needed)\n",
 			 kthread_bad, kthread);
 	ksft_test_result(!log.lost && !log.lost_records && !log.malformed,
 			 "no record lost (%llu) or malformed (%llu)\n",

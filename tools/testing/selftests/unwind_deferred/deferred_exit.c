@@ -630,8 +630,14 @@ static void fork_children(void)
 	ksft_print_msg("fork: %zu samples from %zu tasks, %zu of children with a cookie, %zu in fork() (%zu with stack fork_leaf <- fork_parent), %zu matched, %zu in the exit path, %zu deferred records, %zu violations\n",
 		       log.nr_samples, ntids, child, forks, fork_ok, matched,
 		       exiting, log.nr_deferred, bad);
-	ksft_test_result(ntids >= 2 && child >= NR_FORKS && fork_ok == forks && !bad,
-			 "fork: inherited event over %zu tasks: every cookie has one record of its own task, %zu samples of fork() show fork_leaf <- fork_parent\n",
+	/*
+	 * The parent spends most of its time in fork() (it copies the page
+	 * tables of 48 MiB of touched memory), so every run has hundreds of
+	 * samples there:
+	 * none means the stack check tested nothing, a failure.
+	 */
+	ksft_test_result(ntids >= 2 && child >= NR_FORKS && forks && fork_ok == forks && !bad,
+			 "fork: inherited event over %zu tasks: every cookie has one record of its own task, %zu samples of fork() (at least 1 needed) show fork_leaf <- fork_parent\n",
 			 ntids, forks);
 	dc_log_free(&log);
 }
