@@ -165,22 +165,33 @@ static void no_defer_output(void)
 }
 
 /*
- * Is @s of the child's last kernel entry (the latest cookie)?  That entry
- * ends in the final stop, whose record is due only at the next return to
- * user space (see deferred_task.c); without kernel callchains or sample ids
- * this is all that tells those samples apart.
+ * Is @s, which has no record, a sample of its thread's last kernel entry,
+ * the one that ends in the final stop, whose record is due only at the
+ * next return to user space (see deferred_task.c)?  For events with
+ * exclude_callchain_kernel only: their samples have no kernel stack, so
+ * dc_in_final_stop()'s evidence (the signal code on it) is not there.
+ * What is required instead: a kernel-mode sample IP, and the latest
+ * cookie of the sample's own pid/tid (not of the whole log).  Every
+ * excused sample is printed with the kernel function of its IP.
  */
 static bool in_last_entry(const struct dc_log *log, const struct dc_sample *s)
 {
 	uint64_t time = 0, cookie = 0;
 
 	for (size_t i = 0; i < log->nr_samples; i++) {
-		if (log->samples[i].time >= time) {
-			time = log->samples[i].time;
-			cookie = log->samples[i].cookie;
+		const struct dc_sample *t = &log->samples[i];
+
+		if (t->pid == s->pid && t->tid == s->tid && t->time >= time) {
+			time = t->time;
+			cookie = t->cookie;
 		}
 	}
-	return s->cookie && s->cookie == cookie;
+	if (!s->cookie || s->cookie != cookie || s->ip < DC_USER_MAX)
+		return false;
+	ksft_print_msg("sample without record in the last entry: pid %u tid %u cookie %#llx ip %s\n",
+		       s->pid, s->tid, (unsigned long long)s->cookie,
+		       dc_ksym(s->ip));
+	return true;
 }
 
 static void attr_bits(void)
@@ -284,7 +295,7 @@ static void no_sample_id_all(void)
 			n += log.deferred[j].cookie == log.samples[i].cookie;
 		if (n == 1)
 			one++;
-		else if (!n && in_last_entry(&log, &log.samples[i]))
+		else if (!n && dc_in_final_stop(&log, &log.samples[i]))
 			stopping++;	/* see deferred_task.c */
 		else
 			bad++;
