@@ -141,6 +141,31 @@ void dc_print_merged(const struct dc_sample *s, const struct dc_deferred *d);
 bool dc_stack_starts_with(const uint64_t *ips, uint32_t nr,
 			  const char *const *want, int nwant, int *where);
 
+/*
+ * Is the user stack @ips exactly @want: the same functions, and no more
+ * frames?  On mismatch, *where is the first bad index (@nwant if the
+ * record is longer).
+ */
+bool dc_stack_is(const uint64_t *ips, uint32_t nr, const char *const *want,
+		 int nwant, int *where);
+
+/*
+ * Where the walk of a record ends, in these static binaries: after main,
+ * the frame it returns to and nothing else.  Debian's static glibc is
+ * built without frame pointers.  main() is called by
+ * __libc_start_call_main(), which has no frame record and leaves %rbp as
+ * __libc_start_main() set it: the address of a local of that frame
+ * ("lea 0xb8(%rsp),%rbp", an output argument of the CPUID decoding).  The
+ * frame record main() pushes therefore gives the return address into
+ * __libc_start_call_main, then a next "frame" at that local, whose return
+ * slot (0xc0(%rsp) of __libc_start_main) nothing writes: zero on a new
+ * process's stack (a forked child inherits it zero), so the walk ends
+ * there on both kernels.  __libc_start_main and _start are never reached.
+ * A record that goes on, or stops earlier, fails the exact checks and is
+ * printed.  Threads (deferred_threads) are not covered by this.
+ */
+#define DC_MAIN_FRAMES	"main", "__libc_start_call_main"
+
 /* ---- several rings, several tasks (deferred_threads, _cpu, _sessions) ---- */
 
 /* Open an event with @attr on (@pid, @cpu) and map its ring as ring @id. */
@@ -178,6 +203,9 @@ bool dc_in_final_stop(const struct dc_log *log, const struct dc_sample *s);
  */
 int dc_check_leaf_stack(const struct dc_deferred *d, const char *leaf,
 			const char *const *chain, int nchain, bool *frameless);
+/* The same, but the record must be exactly @chain (dc_stack_is()). */
+int dc_check_leaf_record(const struct dc_deferred *d, const char *leaf,
+			 const char *const *chain, int nchain, bool *frameless);
 
 /*
  * GCC omits the frame of a leaf that uses no stack, even with
