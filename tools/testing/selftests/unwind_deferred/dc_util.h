@@ -154,17 +154,31 @@ bool dc_stack_is(const uint64_t *ips, uint32_t nr, const char *const *want,
  * the frame it returns to and nothing else.  Debian's static glibc is
  * built without frame pointers.  main() is called by
  * __libc_start_call_main(), which has no frame record and leaves %rbp as
- * __libc_start_main() set it: the address of a local of that frame
- * ("lea 0xb8(%rsp),%rbp", an output argument of the CPUID decoding).  The
- * frame record main() pushes therefore gives the return address into
- * __libc_start_call_main, then a next "frame" at that local, whose return
- * slot (0xc0(%rsp) of __libc_start_main) nothing writes: zero on a new
- * process's stack (a forked child inherits it zero), so the walk ends
- * there on both kernels.  __libc_start_main and _start are never reached.
+ * __libc_start_main() left it: the base of its loop over .init_array,
+ * __init_array_start ("lea __frame_dummy_init_array_entry(%rip),%rbp"),
+ * a static data address.  The frame record main() pushes therefore gives
+ * the return address into __libc_start_call_main, then a frame pointer
+ * far below the stack pointer: the deferred walk (upstream's user.c and
+ * the Rust walker alike) only goes upwards, so it ends there on both
+ * kernels.  __libc_start_main and _start are never reached.  (perf's
+ * in-place walk, without defer_callchain, has no such check and reads
+ * .init_array as a frame: see deferred_entry.)  The i386 build
+ * (deferred_task_32) ends at the same frame on both kernels in every leaf
+ * record; its code was not analysed further.
  * A record that goes on, or stops earlier, fails the exact checks and is
- * printed.  Threads (deferred_threads) are not covered by this.
+ * printed.
  */
 #define DC_MAIN_FRAMES	"main", "__libc_start_call_main"
+
+/*
+ * The same for a thread's function, thread_main() in deferred_threads:
+ * __clone3's child zeroes %rbp ("xor %ebp,%ebp") before calling
+ * start_thread(), which pushes it unchanged and calls the thread function
+ * without writing %rbp.  So the thread function's frame record holds a
+ * zero frame pointer: the walk gives the return address into start_thread
+ * and ends (on both kernels, in every record).  __clone3 is never reached.
+ */
+#define DC_THREAD_FRAMES	"thread_main", "start_thread"
 
 /* ---- several rings, several tasks (deferred_threads, _cpu, _sessions) ---- */
 
