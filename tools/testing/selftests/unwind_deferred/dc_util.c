@@ -491,6 +491,15 @@ bool dc_stack_starts_with(const uint64_t *ips, uint32_t nr,
 	return true;
 }
 
+bool dc_stack_is(const uint64_t *ips, uint32_t nr, const char *const *want,
+		 int nwant, int *where)
+{
+	if (!dc_stack_starts_with(ips, nr, want, nwant, where))
+		return false;
+	*where = nwant;
+	return nr == (uint32_t)nwant;
+}
+
 /* ---- several rings, several tasks ---- */
 
 int dc_ring_open(struct dc_ring *r, struct perf_event_attr *attr, pid_t pid,
@@ -634,23 +643,40 @@ bool dc_ip_frameless(uint64_t ip, uint64_t start, uint64_t size)
 	       (ip == start + size - 1 && code[size - 1] == 0xc3);
 }
 
-int dc_check_leaf_stack(const struct dc_deferred *d, const char *leaf,
-			const char *const *chain, int nchain, bool *frameless)
+static int check_leaf(const struct dc_deferred *d, const char *leaf,
+		      const char *const *chain, int nchain, bool *frameless,
+		      bool exact)
 {
 	const char *skip[nchain > 1 ? nchain - 1 : 1];
+	const char *const *want = chain;
 	uint64_t start, size;
-	int where;
+	int where, nwant = nchain;
 
 	*frameless = false;
 	start = dc_sym_addr(leaf, &size);
 	if (!start || !d->nr || d->ips[0] < start || d->ips[0] >= start + size)
 		return -1;
-	if (!dc_ip_frameless(d->ips[0], start, size))
-		return dc_stack_starts_with(d->ips, d->nr, chain, nchain, &where);
-	*frameless = true;
-	skip[0] = chain[0];
-	for (int i = 2; i < nchain; i++)
-		skip[i - 1] = chain[i];
-	return dc_stack_starts_with(d->ips, d->nr, skip, nchain - 1, &where);
+	if (dc_ip_frameless(d->ips[0], start, size)) {
+		*frameless = true;
+		skip[0] = chain[0];
+		for (int i = 2; i < nchain; i++)
+			skip[i - 1] = chain[i];
+		want = skip;
+		nwant = nchain - 1;
+	}
+	if (exact)
+		return dc_stack_is(d->ips, d->nr, want, nwant, &where);
+	return dc_stack_starts_with(d->ips, d->nr, want, nwant, &where);
 }
 
+int dc_check_leaf_stack(const struct dc_deferred *d, const char *leaf,
+			const char *const *chain, int nchain, bool *frameless)
+{
+	return check_leaf(d, leaf, chain, nchain, frameless, false);
+}
+
+int dc_check_leaf_record(const struct dc_deferred *d, const char *leaf,
+			 const char *const *chain, int nchain, bool *frameless)
+{
+	return check_leaf(d, leaf, chain, nchain, frameless, true);
+}

@@ -141,6 +141,45 @@ void dc_print_merged(const struct dc_sample *s, const struct dc_deferred *d);
 bool dc_stack_starts_with(const uint64_t *ips, uint32_t nr,
 			  const char *const *want, int nwant, int *where);
 
+/*
+ * Is the user stack @ips exactly @want: the same functions, and no more
+ * frames?  On mismatch, *where is the first bad index (@nwant if the
+ * record is longer).
+ */
+bool dc_stack_is(const uint64_t *ips, uint32_t nr, const char *const *want,
+		 int nwant, int *where);
+
+/*
+ * Where the walk of a record ends, in these static binaries: after main,
+ * the frame it returns to and nothing else.  Debian's static glibc is
+ * built without frame pointers.  main() is called by
+ * __libc_start_call_main(), which has no frame record and leaves %rbp as
+ * __libc_start_main() left it: the base of its loop over .init_array,
+ * __init_array_start ("lea __frame_dummy_init_array_entry(%rip),%rbp"),
+ * a static data address.  The frame record main() pushes therefore gives
+ * the return address into __libc_start_call_main, then a frame pointer
+ * far below the stack pointer: the deferred walk (upstream's user.c and
+ * the Rust walker alike) only goes upwards, so it ends there on both
+ * kernels.  __libc_start_main and _start are never reached.  (perf's
+ * in-place walk, without defer_callchain, has no such check and reads
+ * .init_array as a frame: see deferred_entry.)  The i386 build
+ * (deferred_task_32) ends at the same frame on both kernels in every leaf
+ * record; its code was not analysed further.
+ * A record that goes on, or stops earlier, fails the exact checks and is
+ * printed.
+ */
+#define DC_MAIN_FRAMES	"main", "__libc_start_call_main"
+
+/*
+ * The same for a thread's function, thread_main() in deferred_threads:
+ * __clone3's child zeroes %rbp ("xor %ebp,%ebp") before calling
+ * start_thread(), which pushes it unchanged and calls the thread function
+ * without writing %rbp.  So the thread function's frame record holds a
+ * zero frame pointer: the walk gives the return address into start_thread
+ * and ends (on both kernels, in every record).  __clone3 is never reached.
+ */
+#define DC_THREAD_FRAMES	"thread_main", "start_thread"
+
 /* ---- several rings, several tasks (deferred_threads, _cpu, _sessions) ---- */
 
 /* Open an event with @attr on (@pid, @cpu) and map its ring as ring @id. */
@@ -178,6 +217,9 @@ bool dc_in_final_stop(const struct dc_log *log, const struct dc_sample *s);
  */
 int dc_check_leaf_stack(const struct dc_deferred *d, const char *leaf,
 			const char *const *chain, int nchain, bool *frameless);
+/* The same, but the record must be exactly @chain (dc_stack_is()). */
+int dc_check_leaf_record(const struct dc_deferred *d, const char *leaf,
+			 const char *const *chain, int nchain, bool *frameless);
 
 /*
  * GCC omits the frame of a leaf that uses no stack, even with

@@ -165,27 +165,41 @@ static void no_defer_output(void)
 }
 
 /*
- * Is @s of the child's last kernel entry (the latest cookie)?  That entry
- * ends in the final stop, whose record is due only at the next return to
- * user space (see deferred_task.c); without kernel callchains or sample ids
- * this is all that tells those samples apart.
+ * Is @s, which has no record, a sample of its thread's last kernel entry,
+ * the one that ends in the final stop, whose record is due only at the
+ * next return to user space (see deferred_task.c)?  For events with
+ * exclude_callchain_kernel only: their samples have no kernel stack, so
+ * dc_in_final_stop()'s evidence (the signal code on it) is not there.
+ * What is required instead: a kernel-mode sample IP, and the latest
+ * cookie of the sample's own pid/tid (not of the whole log).  Every
+ * excused sample is printed with the kernel function of its IP.
  */
 static bool in_last_entry(const struct dc_log *log, const struct dc_sample *s)
 {
 	uint64_t time = 0, cookie = 0;
 
 	for (size_t i = 0; i < log->nr_samples; i++) {
-		if (log->samples[i].time >= time) {
-			time = log->samples[i].time;
-			cookie = log->samples[i].cookie;
+		const struct dc_sample *t = &log->samples[i];
+
+		if (t->pid == s->pid && t->tid == s->tid && t->time >= time) {
+			time = t->time;
+			cookie = t->cookie;
 		}
 	}
-	return s->cookie && s->cookie == cookie;
+	if (!s->cookie || s->cookie != cookie || s->ip < DC_USER_MAX)
+		return false;
+	ksft_print_msg("sample without record in the last entry: pid %u tid %u cookie %#llx ip %s\n",
+		       s->pid, s->tid, (unsigned long long)s->cookie,
+		       dc_ksym(s->ip));
+	return true;
 }
 
-static void attr_bits(void)
+static __attribute__((noinline)) void attr_bits(void)
 {
-	static const char *const want[] = { WORKLOAD_CHAIN };
+	static const char *const want[] = {
+		WORKLOAD_CHAIN, "short_workload", "dc_profile_child", "attr_bits",
+		DC_MAIN_FRAMES
+	};
 	size_t n_user = 0, bad_user = 0, n_kern = 0, bad_kern = 0, matched = 0, last = 0;
 	size_t n_max = 0, bad_max = 0, long_rec = 0, rec_max = 0;
 	struct perf_event_attr attr;
@@ -253,9 +267,8 @@ static void attr_bits(void)
 
 		if (d->nr > rec_max)
 			rec_max = d->nr;
-		long_rec += d->nr > 2 && dc_stack_starts_with(d->ips, d->nr, want,
-							      sizeof(want) / sizeof(want[0]),
-							      &where);
+		long_rec += dc_stack_is(d->ips, d->nr, want,
+					sizeof(want) / sizeof(want[0]), &where);
 	}
 	ksft_print_msg("sample_max_stack 2: %zu samples, %zu with more than 2 kernel entries, %zu records, %zu of them the whole workload chain, longest %zu entries\n",
 		       n_max, bad_max, log.nr_deferred, long_rec, rec_max);
@@ -284,7 +297,7 @@ static void no_sample_id_all(void)
 			n += log.deferred[j].cookie == log.samples[i].cookie;
 		if (n == 1)
 			one++;
-		else if (!n && in_last_entry(&log, &log.samples[i]))
+		else if (!n && dc_in_final_stop(&log, &log.samples[i]))
 			stopping++;	/* see deferred_task.c */
 		else
 			bad++;
@@ -299,9 +312,33 @@ static void no_sample_id_all(void)
 	dc_log_free(&log);
 }
 
-static void classic_user_callchain(void)
+/* The linker's bounds of .init_array (a static binary: not relocated). */
+extern const uint64_t __init_array_start[];
+
+/*
+ * Without defer_callchain, perf walks the user stack in place (x86
+ * perf_callchain_user()), which has no upward-only check: after main it
+ * follows main's saved %rbp into .init_array (see DC_MAIN_FRAMES) and
+ * reads two more "return addresses" before it stops: the word after
+ * __init_array_start (the .fini_array entry, __do_global_dtors_aux), then
+ * the word 8 bytes into the function the .init_array entry points to
+ * (frame_dummy's code bytes), both read here from our own image.
+ */
+static bool in_place_tail(const uint64_t *ips, uint32_t nr)
 {
-	static const char *const want[] = { WORKLOAD_CHAIN };
+	const uint64_t *next = (const uint64_t *)(uintptr_t)__init_array_start[0];
+
+	return nr == 2 && ips[0] == __init_array_start[1] && ips[1] == next[1];
+}
+
+static __attribute__((noinline)) void classic_user_callchain(void)
+{
+	/* The whole stack, then in_place_tail(). */
+	static const char *const want[] = {
+		WORKLOAD_CHAIN, "short_workload", "dc_profile_child",
+		"classic_user_callchain", DC_MAIN_FRAMES
+	};
+	const uint32_t nwant = sizeof(want) / sizeof(want[0]);
 	size_t marked = 0, in_place = 0, leaf = 0, exact = 0;
 	uint64_t leaf_addr, leaf_size;
 	struct perf_event_attr attr;
@@ -326,8 +363,20 @@ static void classic_user_callchain(void)
 		    s->kernel[u] < leaf_addr + leaf_size &&
 		    !dc_ip_frameless(s->kernel[u], leaf_addr, leaf_size)) {
 			leaf++;
-			exact += dc_stack_starts_with(&s->kernel[u], s->nr_kernel - u, want,
-						      sizeof(want) / sizeof(want[0]), &where);
+			if (dc_stack_starts_with(&s->kernel[u], s->nr_kernel - u,
+						 want, nwant, &where) &&
+			    in_place_tail(&s->kernel[u + nwant],
+					  s->nr_kernel - u - nwant)) {
+				exact++;
+			} else if (leaf - exact == 1) {
+				ksft_print_msg("in-place user stack wrong (frame %d, or the words after main):\n",
+					       where);
+				for (uint32_t j = u; j < s->nr_kernel; j++)
+					ksft_print_msg("  %016llx %s\n",
+						       (unsigned long long)s->kernel[j],
+						       dc_sym(j > u ? s->kernel[j] - 1 : s->kernel[j],
+							      NULL) ?: "?");
+			}
 		}
 	}
 	ksft_print_msg("no defer_callchain: %zu samples, %zu with a user part in place, %zu with a cookie, %zu deferred records, %zu leaf samples (%zu exact)\n",

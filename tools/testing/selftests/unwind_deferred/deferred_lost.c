@@ -22,8 +22,9 @@
  *     task, nor of another task: cookies are system-wide);
  *   - every sample carrying a record's cookie has the record's pid/tid;
  *   - every deferred record taken in the leaf has the workload's exact
- *     user chain (without workload_c at the leaf's frameless entry/exit,
- *     as in deferred_task);
+ *     user chain, the whole record down to lost_worker <- start_thread,
+ *     where the walk ends (see DC_THREAD_FRAMES), without workload_c at
+ *     the leaf's frameless entry/exit, as in deferred_task;
  *   - records are MISC_USER, non-empty, user addresses only, and nothing
  *     is malformed.
  *
@@ -58,10 +59,14 @@
 #define MIN_LEAF	5
 #define MAX_CPUS	64
 
-static const char *const expected[] = { WORKLOAD_CHAIN, "lost_worker" };
+/* start_thread: where a thread's walk ends, see DC_THREAD_FRAMES. */
+static const char *const expected[] = {
+	WORKLOAD_CHAIN, "lost_worker", "start_thread"
+};
 #define NR_EXPECTED ((int)ARRAY_SIZE(expected))
 static const char *const expected_frameless[] = {
-	"workload_leaf", "workload_b", "workload_a", "workload", "lost_worker"
+	"workload_leaf", "workload_b", "workload_a", "workload", "lost_worker",
+	"start_thread"
 };
 #define NR_FRAMELESS ((int)ARRAY_SIZE(expected_frameless))
 
@@ -287,10 +292,10 @@ static void check_stacks(struct dc_log *log, struct figures *f)
 		f->leaf_matched += !!d->matched;
 		fl = dc_ip_frameless(d->ips[0], leaf, leaf_size);
 		f->frameless += fl;
-		ok = fl ? dc_stack_starts_with(d->ips, d->nr, expected_frameless,
-					       NR_FRAMELESS, &where) :
-			  dc_stack_starts_with(d->ips, d->nr, expected,
-					       NR_EXPECTED, &where);
+		ok = fl ? dc_stack_is(d->ips, d->nr, expected_frameless,
+				      NR_FRAMELESS, &where) :
+			  dc_stack_is(d->ips, d->nr, expected, NR_EXPECTED,
+				      &where);
 		if (ok) {
 			f->exact++;
 			continue;
@@ -362,10 +367,10 @@ int main(void)
 			 "every sample with a record's cookie has its pid/tid (%zu not); %zu records matched (>= %d) in %zu threads (>= 2)\n",
 			 f.tid_mismatch, f.matched, MIN_MATCHED, f.tids);
 	ksft_test_result(!f.bad_chain && f.leaf_matched >= MIN_LEAF,
-			 "all %zu deferred records in the leaf (%zu with samples, >= %d) are %s <- %s <- %s <- %s <- %s <- %s (without %s in the %zu frameless)\n",
+			 "all %zu deferred records in the leaf (%zu with samples, >= %d) are exactly %s <- %s <- %s <- %s <- %s <- %s <- %s (without %s in the %zu frameless)\n",
 			 f.leaf, f.leaf_matched, MIN_LEAF, expected[0],
 			 expected[1], expected[2], expected[3], expected[4],
-			 expected[5], expected[1], f.frameless);
+			 expected[5], expected[6], expected[1], f.frameless);
 	ksft_test_result(!f.bad_rec && !log.malformed,
 			 "deferred records are MISC_USER, non-empty, user addresses only (%zu bad); %llu malformed\n",
 			 f.bad_rec, (unsigned long long)log.malformed);

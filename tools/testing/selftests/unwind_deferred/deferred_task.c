@@ -10,7 +10,8 @@
  * and a cookie, that each cookie has exactly one
  * PERF_RECORD_CALLCHAIN_DEFERRED from the same pid/tid, that no deferred
  * record is left without a sample, and that the merged user stack of the
- * samples taken in the leaf is exactly the workload's call chain.
+ * samples taken in the leaf is exactly the workload's call chain, the
+ * whole record down to main <- __libc_start_call_main (DC_MAIN_FRAMES).
  *
  * The child stops itself (SIGSTOP) before the event is disabled: a stopping
  * task runs its pending task_work in get_signal() first, so the deferred
@@ -38,7 +39,7 @@
 #define MIN_SAMPLES	40
 
 static const char *const expected[] = {
-	WORKLOAD_CHAIN, "run_child", "dc_profile_child", "main"
+	WORKLOAD_CHAIN, "run_child", "dc_profile_child", DC_MAIN_FRAMES
 };
 #define NR_EXPECTED (int)(sizeof(expected) / sizeof(expected[0]))
 
@@ -52,7 +53,7 @@ static const char *const expected[] = {
  */
 static const char *const expected_frameless[] = {
 	"workload_leaf", "workload_b", "workload_a", "workload", "run_child",
-	"dc_profile_child", "main"
+	"dc_profile_child", DC_MAIN_FRAMES
 };
 #define NR_FRAMELESS (int)(sizeof(expected_frameless) / sizeof(expected_frameless[0]))
 
@@ -126,10 +127,10 @@ int main(int argc, char **argv)
 
 			leaf++;
 			frameless += fl;
-			if (fl ? dc_stack_starts_with(d->ips, d->nr, expected_frameless,
-						      NR_FRAMELESS, &where) :
-				 dc_stack_starts_with(d->ips, d->nr, expected,
-						      NR_EXPECTED, &where)) {
+			if (fl ? dc_stack_is(d->ips, d->nr, expected_frameless,
+					     NR_FRAMELESS, &where) :
+				 dc_stack_is(d->ips, d->nr, expected,
+					     NR_EXPECTED, &where)) {
 				exact++;
 				if (printed < 3 && s->nr_kernel) {
 					dc_print_merged(s, d);
@@ -181,7 +182,7 @@ int main(int argc, char **argv)
 			 "deferred records are MISC_USER, non-empty, user addresses only (%zu bad)\n",
 			 bad_rec);
 	ksft_test_result(leaf * 2 >= log.nr_samples && exact == leaf && leaf,
-			 "merged stack of all %zu leaf samples is %s <- %s <- %s <- %s <- %s <- run_child <- dc_profile_child <- main, without %s at the leaf's frameless entry/exit (%zu exact, %zu frameless)\n",
+			 "merged stack of all %zu leaf samples is %s <- %s <- %s <- %s <- %s <- run_child <- dc_profile_child <- main <- __libc_start_call_main exactly, without %s at the leaf's frameless entry/exit (%zu exact, %zu frameless)\n",
 			 leaf, expected[0], expected[1], expected[2], expected[3],
 			 expected[4], expected[1], exact, frameless);
 	ksft_test_result(!log.lost && !log.malformed,

@@ -28,7 +28,9 @@
  *   once system-wide until a CPU's 32-bit count wraps;
  * - the user stack of every record taken in the workload's leaf is
  *   workload_leaf <- workload_c <- workload_b <- workload_a <- workload
- *   <- thread_main, and in the reads read_leaf <- thread_main;
+ *   <- thread_main <- start_thread, and in the reads read_leaf <-
+ *   thread_main <- start_thread: the whole record, where the walk ends
+ *   (DC_THREAD_FRAMES);
  * - no record is lost.
  * Part B also counts the samples whose record is in another CPU's ring
  * (the thread moved to another CPU between the sample and its return to
@@ -69,8 +71,8 @@
 #define MIN_PER_THREAD	10	/* samples; TCG under load coalesces ticks */
 #define TIMEOUT_S	120
 
-static const char *const leaf_chain[] = { WORKLOAD_CHAIN, "thread_main" };
-static const char *const read_chain[] = { "read_leaf", "thread_main" };
+static const char *const leaf_chain[] = { WORKLOAD_CHAIN, DC_THREAD_FRAMES };
+static const char *const read_chain[] = { "read_leaf", DC_THREAD_FRAMES };
 #define NR_LEAF_CHAIN ((int)ARRAY_SIZE(leaf_chain))
 #define NR_READ_CHAIN ((int)ARRAY_SIZE(read_chain))
 
@@ -366,14 +368,14 @@ static void check_part(struct part *p)
 			if (d->ips[j] >= DC_USER_MAX)
 				bad_rec++;
 
-		r = dc_check_leaf_stack(d, "workload_leaf", leaf_chain,
+		r = dc_check_leaf_record(d, "workload_leaf", leaf_chain,
 					NR_LEAF_CHAIN, &fl);
 		if (r >= 0) {
 			leaf++;
 			leaf_ok += r;
 			frameless += fl;
 		} else {
-			r = dc_check_leaf_stack(d, "read_leaf", read_chain,
+			r = dc_check_leaf_record(d, "read_leaf", read_chain,
 						NR_READ_CHAIN, &fl);
 			if (r >= 0) {
 				reads++;
@@ -420,7 +422,7 @@ static void check_part(struct part *p)
 			 "%s: no cookie seen with two threads (%zu cookies)\n",
 			 p->name, cookies);
 	ksft_test_result(leaf && reads && leaf_ok == leaf && reads_ok == reads,
-			 "%s: user stack of all %zu leaf records is %s <- %s <- %s <- %s <- %s <- thread_main (%zu exact), of all %zu read records read_leaf <- thread_main (%zu exact)\n",
+			 "%s: user stack of all %zu leaf records is %s <- %s <- %s <- %s <- %s <- thread_main <- start_thread exactly (%zu exact), of all %zu read records read_leaf <- thread_main <- start_thread exactly (%zu exact)\n",
 			 p->name, leaf, leaf_chain[0], leaf_chain[1], leaf_chain[2],
 			 leaf_chain[3], leaf_chain[4], leaf_ok, reads, reads_ok);
 	ksft_test_result(!log->lost && !log->lost_records && !log->malformed,
