@@ -75,6 +75,12 @@ pub(crate) fn get(current: CurrentInfo<'_>, irq_off: &LocalInterruptDisabled) ->
 /// [`get`] on any `unwind_task_info` that only this context uses.
 fn get_for(info: Info<'_>, irq_off: &LocalInterruptDisabled) -> u64 {
     let (cpu, cnt) = halves(info);
+    // The common case, a cookie already made in this entry, without
+    // looking at the CPU (the first step of `rule::get`).
+    let made = rule::read(cpu, cnt);
+    if made != 0 {
+        return made;
+    }
     // Interrupts are off: the CPU cannot change while `ctr` is used.
     let ctr = CTX_CTR.this_cpu(irq_off);
     rule::get(cpu, cnt, ctr, CpuId::current().as_u32())

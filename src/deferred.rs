@@ -218,14 +218,10 @@ pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
     if task::refuses_work(task) || !unsafe { bindings::unwind_user_from_user_mode() } {
         return Err(EINVAL);
     }
-    let mode = if in_nmi() {
-        if warn_on_once!(!cfg!(CONFIG_ARCH_HAVE_NMI_SAFE_CMPXCHG)) {
-            return Err(EINVAL);
-        }
-        NotifyMode::NmiCurrent
-    } else {
-        NotifyMode::Resume
-    };
+    // The cookie claim is a cmpxchg, which NMI context needs to be safe.
+    if !cfg!(CONFIG_ARCH_HAVE_NMI_SAFE_CMPXCHG) && warn_on_once!(in_nmi()) {
+        return Err(EINVAL);
+    }
     let current = CurrentInfo::new(task);
 
     // Interrupts are off from here to the end (they are in NMI and
@@ -242,7 +238,7 @@ pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
         // The common case, a repeat in the same entry, stays short; the
         // first request of the entry queues the task_work, out of line.
         let already =
-            mask::is_requested(&current.info().mask(), bit) || first_request(current, bit, mode)?;
+            mask::is_requested(&current.info().mask(), bit) || first_request(current, bit)?;
         Ok(Requested { cookie, already })
     })
 }
@@ -252,7 +248,12 @@ pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
 /// has.  Whether it was already requested after all (by an NMI in
 /// between).
 #[inline(never)]
-fn first_request(current: CurrentInfo<'_>, bit: usize, mode: NotifyMode) -> Result<bool> {
+fn first_request(current: CurrentInfo<'_>, bit: usize) -> Result<bool> {
+    let mode = if in_nmi() {
+        NotifyMode::NmiCurrent
+    } else {
+        NotifyMode::Resume
+    };
     match mask::request(&current.info().mask(), bit) {
         Request::AlreadyRequested => Ok(true),
         Request::Joined => Ok(false),
