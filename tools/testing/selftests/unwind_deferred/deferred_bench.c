@@ -78,10 +78,14 @@ static int run(int depth, const char *fmt, int arg)
 	return 0;
 }
 
-/* Print the results, "BENCH <word size> <depth> <line>"; how many. */
-static int collect(int depth)
+/*
+ * Print the results, "BENCH <word size> <depth> <line>", only those that
+ * start with @only if it is set, with @tag after that start; how many.
+ */
+static int collect_from(int depth, const char *only, const char *tag)
 {
 	FILE *f = fopen(DIR "/results", "r");
+	size_t len = only ? strlen(only) : 0;
 	char line[512];
 	int n = 0;
 
@@ -90,12 +94,20 @@ static int collect(int depth)
 	while (fgets(line, sizeof(line), f)) {
 		if (!strncmp(line, "impl ", 5) || !strncmp(line, "clock_ns ", 9))
 			continue;
-		printf("BENCH ws=%zu depth=%d %s", sizeof(long), depth, line);
+		if (only && strncmp(line, only, len))
+			continue;
+		printf("BENCH ws=%zu depth=%d %s%s%s", sizeof(long), depth,
+		       only ? only : "", tag, line + len);
 		n++;
 	}
 	fclose(f);
 	run(0, "clear", 0);
 	return n;
+}
+
+static int collect(int depth)
+{
+	return collect_from(depth, NULL, "");
 }
 
 /* Small stacks: 10,000 threads must fit in the guest's 2 GiB. */
@@ -115,22 +127,7 @@ static void *sleeper(void *arg)
  */
 static int collect_cancel(const char *tag)
 {
-	FILE *f = fopen(DIR "/results", "r");
-	char line[512];
-	int n = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "cancel ", 7))
-			continue;
-		printf("BENCH ws=%zu depth=0 cancel %s%s", sizeof(long), tag,
-		       line + 7);
-		n++;
-	}
-	fclose(f);
-	run(0, "clear", 0);
-	return n;
+	return collect_from(0, "cancel ", tag);
 }
 
 /* cancel against @n extra threads (a perf session closing). */
