@@ -6,6 +6,9 @@
 #   rust  the project's Rust unwinder (CONFIG_UNWIND_USER_RUST=y)
 #   c-bench, rust-bench  the same for make bench: no lockdep, no KUnit
 #         (arch/x86/configs/unwind_bench.config)
+#   c-debug, rust-debug  the test kernels with KASAN, kmemleak, UBSAN,
+#         KFENCE, debug objects, fault injection and the hang detectors
+#         (arch/x86/configs/unwind_debug.config)
 # Output in $BUILD/kernel-VARIANT (O= build, the source tree stays clean).
 # The configuration is tinyconfig + arch/x86/configs/unwind_test.config +
 # kunit/.kunitconfig (+ unwind_rust.config); every value the fragments ask
@@ -14,7 +17,7 @@
 
 . "$(dirname "$0")/lib.sh"
 
-variant=${1:?usage: build-kernel.sh c|rust|c-bench|rust-bench}
+variant=${1:?usage: build-kernel.sh c|rust|c-bench|rust-bench|c-debug|rust-debug}
 SRC=$BUILD/linux
 O=$BUILD/kernel-$variant
 mkdir -p "$O"
@@ -36,6 +39,16 @@ rust-bench)
 	frags=("$TOP/arch/x86/configs/unwind_test.config"
 		"$TOP/arch/x86/configs/unwind_bench.config"
 		"$TOP/arch/x86/configs/unwind_rust.config")
+	;;
+c-debug)
+	grep -v UNWIND_USER_RUST "$TOP/kunit/.kunitconfig" >"$O/kunit.config"
+	frags=("$TOP/arch/x86/configs/unwind_test.config" "$O/kunit.config"
+		"$TOP/arch/x86/configs/unwind_debug.config")
+	;;
+rust-debug)
+	frags=("$TOP/arch/x86/configs/unwind_test.config" "$TOP/kunit/.kunitconfig"
+		"$TOP/arch/x86/configs/unwind_rust.config"
+		"$TOP/arch/x86/configs/unwind_debug.config")
 	;;
 *) die "unknown variant $variant" ;;
 esac
