@@ -348,18 +348,47 @@ static uint64_t last_cookie(const struct dc_log *log, uint32_t tid)
 	return cookie;
 }
 
+/* Is this the upstream C kernel (the guest's variant=c or c-debug)? */
+static bool c_kernel(void)
+{
+	static int c = -1;
+	char line[1024] = "";
+	FILE *f;
+
+	if (c < 0) {
+		f = fopen("/proc/cmdline", "r");
+		if (f) {
+			if (!fgets(line, sizeof(line), f))
+				line[0] = '\0';
+			fclose(f);
+		}
+		c = strstr(line, "variant=c") != NULL;
+	}
+	return c;
+}
+
 /*
- * The common checks: every sample with a cookie (except those of a task's
- * last entry, which ends in do_exit(), counted in *exiting) has exactly
- * one record of its own pid/tid;
- * samples without a cookie are all in the exit path; no record is orphaned
- * or duplicated.  Returns the number of violations and prints the first.
+ * The common checks: every sample with a cookie has exactly one record of
+ * its own pid/tid, except, counted in *excused, a sample of its task's
+ * last entry (its latest cookie) that has no record because the record
+ * could not reach the event:
+ *   - on the way into the harness's signal stop, after the entry's
+ *     task_work ran (the signal code on its kernel stack): the record is
+ *     due at the next return to user space, and the harness disables the
+ *     event and kills the task first (both kernels);
+ *   - in the exit path (do_exit on its kernel stack), on upstream C only:
+ *     the task's events are detached before its pending unwind runs
+ *     (README, "Deviations"); the Rust kernel has no such excuse.
+ * Samples without a cookie are all in the exit path (counted in *exiting:
+ * a request of an exiting task is refused); no record is orphaned or
+ * duplicated.  Returns the number of violations and prints the first.
  */
-static size_t check_cookies(struct dc_log *log, size_t *matched, size_t *exiting)
+static size_t check_cookies(struct dc_log *log, size_t *matched, size_t *exiting,
+			    size_t *excused)
 {
 	size_t bad = 0;
 
-	*matched = *exiting = 0;
+	*matched = *exiting = *excused = 0;
 	for (size_t i = 0; i < log->nr_samples; i++) {
 		struct dc_sample *s = &log->samples[i];
 		long idx, n;
@@ -382,15 +411,10 @@ static size_t check_cookies(struct dc_log *log, size_t *matched, size_t *exiting
 			(*matched)++;
 			continue;
 		}
-		/*
-		 * A task's last entry ends in do_exit(): its unwind may be
-		 * pending at exit, test 1's subject.  That is the entry that
-		 * exits, or the one in which a task stops itself (the kernel
-		 * stack shows the signal code; the harness then kills it).
-		 */
 		if (n == 0 && s->cookie == last_cookie(log, s->tid) &&
-		    (in_exit_path(s) || in_signal_path(s))) {
-			(*exiting)++;
+		    (c_kernel() ? in_exit_path(s) || in_signal_path(s) :
+				  in_signal_path(s) && !in_exit_path(s))) {
+			(*excused)++;
 			continue;
 		}
 		if (bad++ < 3) {
@@ -521,7 +545,7 @@ static __attribute__((noinline)) void killed_in_syscall(void)
 		"read_leaf", "kill_child", "profile", "killed_in_syscall",
 		DC_MAIN_FRAMES
 	};
-	size_t matched, exiting, bad, in_read = 0, stack_bad = 0;
+	size_t matched, exiting, excused, bad, in_read = 0, stack_bad = 0;
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
 	int st = 0, where;
@@ -531,7 +555,7 @@ static __attribute__((noinline)) void killed_in_syscall(void)
 	pid = profile(kill_child, NULL, &attr, &log, 20, &st, NULL);
 	if (pid < 0)
 		ksft_exit_fail_msg("profiling the killed task: %s\n", strerror(-pid));
-	bad = check_cookies(&log, &matched, &exiting);
+	bad = check_cookies(&log, &matched, &exiting, &excused);
 	for (size_t i = 0; i < log.nr_samples; i++) {
 		struct dc_sample *s = &log.samples[i];
 		long idx, n;
@@ -546,13 +570,13 @@ static __attribute__((noinline)) void killed_in_syscall(void)
 		    !stack_bad++)
 			dc_print_merged(s, &log.deferred[idx]);
 	}
-	ksft_print_msg("SIGKILL: %zu samples, %zu in read, %zu matched, %zu in the exit path, %zu deferred records, %zu violations, %zu wrong stacks\n",
-		       log.nr_samples, in_read, matched, exiting, log.nr_deferred,
-		       bad, stack_bad);
+	ksft_print_msg("SIGKILL: %zu samples, %zu in read, %zu matched, %zu in the exit path without a cookie, %zu of a last entry without a record (excused), %zu deferred records, %zu violations, %zu wrong stacks\n",
+		       log.nr_samples, in_read, matched, exiting, excused,
+		       log.nr_deferred, bad, stack_bad);
 	ksft_test_result(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && in_read >= 10 &&
 			 !bad && !stack_bad,
-			 "SIGKILL in a long read: %zu samples in read, every cookie has one record of its task (%zu matched, %zu exiting without), stacks exactly read_leaf <- kill_child <- profile <- killed_in_syscall <- main <- __libc_start_call_main\n",
-			 in_read, matched, exiting);
+			 "SIGKILL in a long read: %zu samples in read, every cookie has one record of its task (%zu matched, %zu excused), stacks exactly read_leaf <- kill_child <- profile <- killed_in_syscall <- main <- __libc_start_call_main\n",
+			 in_read, matched, excused);
 	dc_log_free(&log);
 }
 
@@ -562,7 +586,7 @@ static void exec_chain(void)
 		"__x64_sys_execve", "do_execveat_common", "bprm_execve",
 		"load_elf_binary", "begin_new_exec", NULL
 	};
-	size_t matched, exiting, bad, in_exec = 0, entry_only = 0;
+	size_t matched, exiting, excused, bad, in_exec = 0, entry_only = 0;
 	uint64_t start, start_size;
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
@@ -576,7 +600,7 @@ static void exec_chain(void)
 	pid = profile(exec_child, NULL, &attr, &log, 0, &st, NULL);
 	if (pid < 0)
 		ksft_exit_fail_msg("profiling the exec chain: %s\n", strerror(-pid));
-	bad = check_cookies(&log, &matched, &exiting);
+	bad = check_cookies(&log, &matched, &exiting, &excused);
 	for (size_t i = 0; i < log.nr_samples; i++) {
 		struct dc_sample *s = &log.samples[i];
 		struct dc_deferred *d;
@@ -596,9 +620,9 @@ static void exec_chain(void)
 			dc_print_merged(s, d);
 		}
 	}
-	ksft_print_msg("exec: %zu samples, %zu in execve, %zu of them reported with the new image's entry point only, %zu matched, %zu in the exit path, %zu deferred records, %zu violations\n",
+	ksft_print_msg("exec: %zu samples, %zu in execve, %zu of them reported with the new image's entry point only, %zu matched, %zu in the exit path without a cookie, %zu of a last entry without a record (excused), %zu deferred records, %zu violations\n",
 		       log.nr_samples, in_exec, entry_only, matched, exiting,
-		       log.nr_deferred, bad);
+		       excused, log.nr_deferred, bad);
 	ksft_test_result(in_exec >= 3 && entry_only == in_exec && !bad,
 			 "exec: %zu samples inside %d execve() calls each get one record at the first return to user space: the new image's _start alone (%zu did)\n",
 			 in_exec, NR_EXECS, entry_only);
@@ -612,7 +636,7 @@ static __attribute__((noinline)) void fork_children(void)
 		DC_MAIN_FRAMES
 	};
 	static const char *const in_fork[] = { "kernel_clone", "copy_process", NULL };
-	size_t matched, exiting, bad, forks = 0, fork_ok = 0, child = 0;
+	size_t matched, exiting, excused, bad, forks = 0, fork_ok = 0, child = 0;
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
 	uint32_t tids[NR_FORKS + 1];
@@ -625,7 +649,7 @@ static __attribute__((noinline)) void fork_children(void)
 	pid = profile(fork_parent, NULL, &attr, &log, 0, &st, NULL);
 	if (pid < 0)
 		ksft_exit_fail_msg("profiling fork: %s\n", strerror(-pid));
-	bad = check_cookies(&log, &matched, &exiting);
+	bad = check_cookies(&log, &matched, &exiting, &excused);
 	for (size_t i = 0; i < log.nr_samples; i++) {
 		struct dc_sample *s = &log.samples[i];
 		bool seen = false;
@@ -648,9 +672,9 @@ static __attribute__((noinline)) void fork_children(void)
 		else if (forks - fork_ok == 1)
 			dc_print_merged(s, idx >= 0 ? &log.deferred[idx] : NULL);
 	}
-	ksft_print_msg("fork: %zu samples from %zu tasks, %zu of children with a cookie, %zu in fork() (%zu with exactly fork_leaf <- fork_parent <- profile <- fork_children <- main <- __libc_start_call_main), %zu matched, %zu in the exit path, %zu deferred records, %zu violations\n",
+	ksft_print_msg("fork: %zu samples from %zu tasks, %zu of children with a cookie, %zu in fork() (%zu with exactly fork_leaf <- fork_parent <- profile <- fork_children <- main <- __libc_start_call_main), %zu matched, %zu in the exit path without a cookie, %zu of a last entry without a record (excused), %zu deferred records, %zu violations\n",
 		       log.nr_samples, ntids, child, forks, fork_ok, matched,
-		       exiting, log.nr_deferred, bad);
+		       exiting, excused, log.nr_deferred, bad);
 	/*
 	 * The parent spends most of its time in fork() (it copies the page
 	 * tables of 48 MiB of touched memory), so every run has hundreds of
