@@ -45,6 +45,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../kselftest.h"
@@ -56,7 +57,16 @@
 #define DUMP_SIZE	(48 << 20)
 #define NR_EXECS	20
 #define NR_FORKS	8
-#define DUMP_PERIOD_NS	10000000	/* 100 Hz once the dump is near */
+/*
+ * The period once the dump is near: about 1/30 of the time the machine
+ * takes to write DUMP_SIZE bytes to /tmp (measured first, dump_period()),
+ * so the dump gets a few dozen samples however fast the machine is,
+ * between 1 and 10 ms, so that a sample before the dump (a few
+ * microseconds between kill() and get_signal()) stays rare.
+ */
+#define DUMP_PERIOD_MIN_NS	1000000
+#define DUMP_PERIOD_MAX_NS	10000000
+static uint64_t dump_period_ns = DUMP_PERIOD_MAX_NS;
 /* Lowest kernel address on x86_64. */
 #define DC_KERNEL_MIN	0xffff800000000000ULL
 
@@ -287,7 +297,7 @@ pid_t profile(void (*fn)(void *), void *arg, struct perf_event_attr *attr,
 		for (int i = 0; i < nfd; i++)
 			dc_ring_drain(&ring[i], log);
 		if (h && h->ready && !h->go) {
-			uint64_t period = DUMP_PERIOD_NS;
+			uint64_t period = dump_period_ns;
 
 			if (ioctl(fd[0], PERF_EVENT_IOC_PERIOD, &period))
 				ksft_print_msg("PERF_EVENT_IOC_PERIOD: %s\n", strerror(errno));
@@ -463,6 +473,38 @@ static bool has_any(const struct dc_sample *s, const char *const *names)
 	return false;
 }
 
+/* Time a DUMP_SIZE write to /tmp and derive the dump's sampling period. */
+static void dump_period(void)
+{
+	struct timespec a, b;
+	uint64_t ns;
+	char *mem;
+	int fd;
+
+	mem = mmap(NULL, DUMP_SIZE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	fd = open("/tmp/dc_dump_probe", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (mem == MAP_FAILED || fd < 0)
+		ksft_exit_fail_msg("dump probe: %s\n", strerror(errno));
+	memset(mem, 1, DUMP_SIZE);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	if (write(fd, mem, DUMP_SIZE) != DUMP_SIZE)
+		ksft_exit_fail_msg("dump probe write: %s\n", strerror(errno));
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	close(fd);
+	unlink("/tmp/dc_dump_probe");
+	munmap(mem, DUMP_SIZE);
+	ns = (b.tv_sec - a.tv_sec) * 1000000000ULL + b.tv_nsec - a.tv_nsec;
+	dump_period_ns = ns / 30;
+	if (dump_period_ns < DUMP_PERIOD_MIN_NS)
+		dump_period_ns = DUMP_PERIOD_MIN_NS;
+	if (dump_period_ns > DUMP_PERIOD_MAX_NS)
+		dump_period_ns = DUMP_PERIOD_MAX_NS;
+	ksft_print_msg("writing %d MiB to /tmp took %llu us: the dump is sampled every %llu us\n",
+		       DUMP_SIZE >> 20, (unsigned long long)ns / 1000,
+		       (unsigned long long)dump_period_ns / 1000);
+}
+
 static __attribute__((noinline)) void exit_with_pending_unwind(void)
 {
 	static const char *const want[] = {
@@ -485,6 +527,7 @@ static __attribute__((noinline)) void exit_with_pending_unwind(void)
 	if (h == MAP_FAILED)
 		ksft_exit_fail_msg("mmap: %s\n", strerror(errno));
 	h->ready = h->go = 0;
+	dump_period();
 	pid = profile(dump_child, (void *)h, &attr, &log, 0, &st, h);
 	munmap((void *)h, sizeof(*h));
 	unlink("/tmp/core");
