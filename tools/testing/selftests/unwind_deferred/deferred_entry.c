@@ -103,9 +103,18 @@ static void one_record_per_entry(void)
 		long idx, n;
 		bool first = true, leaf_entry;
 
-		if (!s->ends_deferred || !dc_kernel_stack_has(s, "ksys_read"))
+		if (!dc_kernel_stack_has(s, "ksys_read"))
 			continue;
 		in_reads++;
+		/* Every sample of the task is deferred: none may lack a cookie. */
+		if (!s->ends_deferred || !s->cookie) {
+			if (bad++ < 3) {
+				ksft_print_msg("sample %zu of %zu in a read has no cookie\n",
+					       i + 1, log.nr_samples);
+				dc_print_merged(s, NULL);
+			}
+			continue;
+		}
 		idx = dc_find_deferred(&log, s->pid, s->tid, s->cookie, &n);
 		if (n != 1) {
 			if (bad++ < 3) {
@@ -135,7 +144,7 @@ static void one_record_per_entry(void)
 		       log.nr_samples, in_reads, cookies,
 		       (unsigned long long)max_per_cookie, log.nr_deferred);
 	ksft_test_result(in_reads && cookies <= NR_READS + 1 && max_per_cookie >= 5 && !bad,
-			 "%zu samples inside %d long reads (+ the start pipe's) carry %zu cookies (<= %d), up to %llu samples per read, exactly one deferred record per cookie (%zu not)\n",
+			 "%zu samples inside %d long reads (+ the start pipe's) carry %zu cookies (<= %d), up to %llu samples per read, each with a cookie and exactly one deferred record for it (%zu not)\n",
 			 in_reads, NR_READS, cookies, NR_READS + 1,
 			 (unsigned long long)max_per_cookie, bad);
 	dc_log_free(&log);
