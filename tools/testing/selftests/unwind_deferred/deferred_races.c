@@ -527,8 +527,8 @@ static __attribute__((noinline)) void close_races(void)
 				       n == 1 ? ", different" : "");
 	}
 	bad += loga.malformed + logb.malformed + logb.lost;
-	ksft_print_msg("close: %zu rounds (A closed with its last sample's record still due in %zu), B: %zu samples, %zu matched, %zu in read, %zu in the final stop, %zu violations, %zu wrong stacks; A: %zu samples, %zu records, %zu of them in B identical; lost %llu\n",
-		       rounds, pending_close, logb.nr_samples, matched, in_read, stop,
+	ksft_print_msg("close: %zu rounds in %ld ms (A closed with its last sample's record still due in %zu), B: %zu samples, %zu matched, %zu in read, %zu in the final stop, %zu violations, %zu wrong stacks; A: %zu samples, %zu records, %zu of them in B identical; lost %llu\n",
+		       rounds, now_ms() - t0, pending_close, logb.nr_samples, matched, in_read, stop,
 		       bad, stack_bad, loga.nr_samples, a_recs, a_in_b,
 		       (unsigned long long)logb.lost);
 	ksft_test_result(WIFSTOPPED(st) && in_read >= 20 && pending_close >= 1 &&
@@ -576,7 +576,8 @@ static __attribute__((noinline)) void pending_races(void)
 	size_t ok[NR_MODES] = { 0 }, used[NR_MODES] = { 0 }, bad[NR_MODES] = { 0 };
 	struct dc_log loga = { 0 }, logb = { 0 };
 	struct shared *sh = shared_new();
-	int pfd[2], st = 0, nr = 0, unusable = 0;
+	int pfd[2], st = 0, nr = 0, unusable = 0, got[NR_MODES] = { 0 };
+	long t0 = now_ms();
 	static char sink[CHUNK];
 	struct dc_ring a, b;
 	pid_t pid;
@@ -592,8 +593,14 @@ static __attribute__((noinline)) void pending_races(void)
 	open_task_ring(&b, pid, PERIOD_B_NS, 1);
 	sh->start = 1;
 
-	for (int r = 0; r < PIPE_ROUNDS * NR_MODES; r++) {
-		int mode = r % NR_MODES;
+	/* Each mode until it had PIPE_ROUNDS usable rounds, at most 3 times that. */
+	for (int r = 0, m = 0; nr < PIPE_ROUNDS * NR_MODES && r < 3 * PIPE_ROUNDS * NR_MODES;
+	     r++, m = (m + 1) % NR_MODES) {
+		int mode;
+
+		while (got[m] == PIPE_ROUNDS)
+			m = (m + 1) % NR_MODES;
+		mode = m;
 		size_t from = loga.nr_samples, total = 0;
 		uint64_t c = 0;
 
@@ -639,8 +646,10 @@ static __attribute__((noinline)) void pending_races(void)
 			ksft_exit_fail_msg("mmap: %s\n", strerror(errno));
 		dc_ring_drain(&a, &loga);
 		dc_ring_drain(&b, &logb);
-		if (c)
+		if (c) {
 			rounds[nr++] = (struct pipe_round){ mode, c };
+			got[mode]++;
+		}
 		else
 			unusable++;
 	}
@@ -680,8 +689,8 @@ static __attribute__((noinline)) void pending_races(void)
 						.cookie = p->cookie }, &logb.deferred[ib]);
 		}
 	}
-	ksft_print_msg("pending: %d rounds, %d without a sample of the write in A; A: %zu samples, %zu records, B: %zu samples, %zu records, malformed %llu, lost %llu\n",
-		       PIPE_ROUNDS * NR_MODES, unusable, loga.nr_samples, loga.nr_deferred,
+	ksft_print_msg("pending: %d rounds in %ld ms, %d without a sample of the write in A; A: %zu samples, %zu records, B: %zu samples, %zu records, malformed %llu, lost %llu\n",
+		       nr + unusable, now_ms() - t0, unusable, loga.nr_samples, loga.nr_deferred,
 		       logb.nr_samples, logb.nr_deferred,
 		       (unsigned long long)(loga.malformed + logb.malformed),
 		       (unsigned long long)(loga.lost + logb.lost));
@@ -692,15 +701,15 @@ static __attribute__((noinline)) void pending_races(void)
 		bool clean = WIFSTOPPED(st) && !loga.malformed && !logb.malformed &&
 			     !loga.lost && !logb.lost;
 
-		ksft_test_result(clean && used[DISABLE_RETURN] >= PIPE_ROUNDS / 2 &&
+		ksft_test_result(clean && used[DISABLE_RETURN] == PIPE_ROUNDS &&
 				 ok[DISABLE_RETURN] == used[DISABLE_RETURN] &&
-				 used[DISABLE_WITHIN] >= PIPE_ROUNDS / 2 &&
+				 used[DISABLE_WITHIN] == PIPE_ROUNDS &&
 				 ok[DISABLE_WITHIN] == used[DISABLE_WITHIN],
 				 "disable: a sample's record is written to the event iff it is enabled when the task returns to user space (%zu rounds disabled until after the return: no record; %zu re-enabled within the entry: the record); the other event always has it, exact stack\n",
 				 used[DISABLE_RETURN], used[DISABLE_WITHIN]);
-		ksft_test_result(clean && used[UNMAP_RETURN] >= PIPE_ROUNDS / 2 &&
+		ksft_test_result(clean && used[UNMAP_RETURN] == PIPE_ROUNDS &&
 				 ok[UNMAP_RETURN] == used[UNMAP_RETURN] &&
-				 used[UNMAP_WITHIN] >= PIPE_ROUNDS / 2 &&
+				 used[UNMAP_WITHIN] == PIPE_ROUNDS &&
 				 ok[UNMAP_WITHIN] == used[UNMAP_WITHIN],
 				 "munmap: the record goes to the ring mapped when the task returns (%zu rounds unmapped until after the return: none in the new ring; %zu mapped again within the entry: the record); the other event always has it, exact stack\n",
 				 used[UNMAP_RETURN], used[UNMAP_WITHIN]);
@@ -721,6 +730,7 @@ static __attribute__((noinline)) void kill_races(void)
 	size_t stack_bad = 0, samples = 0, killed = 0, evidence = 0, last_ok = 0;
 	uint64_t excused_cookie[NR_KILLS];
 	size_t excused_entries = 0;
+	long t0 = now_ms();
 
 	for (int k = 0; k < NR_KILLS; k++) {
 		struct shared *sh = shared_new();
@@ -820,8 +830,8 @@ static __attribute__((noinline)) void kill_races(void)
 		dc_log_free(&log);
 		munmap(sh, 4096);
 	}
-	ksft_print_msg("SIGKILL: %d children killed (%zu by SIGKILL), %zu samples, %zu matched (%zu of them in the last entry's signal or exit path), %zu in read, %zu without a cookie in the exit path, %zu samples of %zu entries excused (%s), %zu violations, %zu wrong stacks\n",
-		       NR_KILLS, killed, samples, matched, last_ok, in_read, exiting, excused,
+	ksft_print_msg("SIGKILL: %d children killed (%zu by SIGKILL) in %ld ms, %zu samples, %zu matched (%zu of them in the last entry's signal or exit path), %zu in read, %zu without a cookie in the exit path, %zu samples of %zu entries excused (%s), %zu violations, %zu wrong stacks\n",
+		       NR_KILLS, killed, now_ms() - t0, samples, matched, last_ok, in_read, exiting, excused,
 		       excused_entries,
 		       is_rust ? "Rust: none allowed" : "upstream C: record of the last entry lost at exit",
 		       bad, stack_bad);
@@ -897,6 +907,7 @@ static __attribute__((noinline)) void exec_races(void)
 	struct dc_ring rings[MAX_CPUS + 1];
 	struct dc_log task = { 0 }, cpu = { 0 };
 	struct shared *sh = shared_new();
+	long t0 = now_ms();
 	struct check ct, cc;
 	size_t both = 0, same = 0, cpu_recs = 0;
 	uint64_t start;
@@ -969,8 +980,8 @@ static __attribute__((noinline)) void exec_races(void)
 		if (n == 1 && same_rec(&task.deferred[i], &cpu.deferred[j]))
 			same++;
 	}
-	ksft_print_msg("exec: per-task: %zu samples, %zu matched, %zu in execve (%zu _start alone), %zu in the final stop, %zu violations; CPU-wide: %zu samples of the child, %zu matched, %zu in execve (%zu _start alone), %zu in the final stop, %zu violations; records: per-task %zu, CPU-wide %zu of the child, %zu in both sessions, %zu identical\n",
-		       ct.samples, ct.matched, ct.in_exec, ct.entry_only, ct.stop, ct.bad,
+	ksft_print_msg("exec: %ld ms; per-task: %zu samples, %zu matched, %zu in execve (%zu _start alone), %zu in the final stop, %zu violations; CPU-wide: %zu samples of the child, %zu matched, %zu in execve (%zu _start alone), %zu in the final stop, %zu violations; records: per-task %zu, CPU-wide %zu of the child, %zu in both sessions, %zu identical\n",
+		       now_ms() - t0, ct.samples, ct.matched, ct.in_exec, ct.entry_only, ct.stop, ct.bad,
 		       cc.samples, cc.matched, cc.in_exec, cc.entry_only, cc.stop, cc.bad,
 		       task.nr_deferred, cpu_recs, both, same);
 	ksft_test_result(WIFSTOPPED(st) && ct.in_exec >= 3 && cc.in_exec >= 3 &&
