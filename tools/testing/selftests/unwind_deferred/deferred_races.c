@@ -36,11 +36,13 @@
  *        A's new ring has no record of C;
  *    3b. unmapped and mapped again while the write still runs: the new
  *        ring has the record.
+ *    Each outcome is checked in 10 rounds (a round in which A did not
+ *    sample the write is repeated, up to 3 times as many in all).
  *    B always has exactly one record of C with exactly write_leaf <-
  *    pipe_child <- spawn <- pending_races <- main <- __libc_start_call_main,
  *    and where A has it, it is identical.
  * 4. SIGKILL from the test at a random point (0-20 ms after the first
- *    sample) into children reading /dev/zero, one after the other: every
+ *    sample in read()) into 24 children reading /dev/zero, one after the other: every
  *    sample with a cookie has exactly one record of its tid, read samples
  *    with the exact stack; a sample without a cookie is in the exit path.
  *    Upstream C loses the record of a task's last kernel entry when its
@@ -53,8 +55,10 @@
  *    upstream delivers the records to it): in both sessions every cookie of
  *    the child has exactly one record of its tid (the CPU-wide records
  *    searched across all rings), a sample inside execve() has the new
- *    image's _start alone (see deferred_exit), cookies seen by both
- *    sessions have identical records.
+ *    image's _start alone (see deferred_exit), and every record of the
+ *    child is in both sessions, identical.  Both sessions are enabled
+ *    while the child sleeps in a pipe read: a session enabled after an
+ *    entry's unwind ran never gets that entry's record (see 6).
  * 6. CPU-wide sessions: 30 times, one event per online CPU opened, run
  *    about 50 ms, and closed, half of them disabled first and half closed
  *    while enabled, while worker threads, one pinned to each CPU, read
@@ -62,7 +66,14 @@
  *    order, so a session's rings hold every record of a worker's entry
  *    that ended before the session's last sample of that worker: every
  *    worker sample has exactly one record, except the worker's last cookie
- *    in the session (its entry was still running at the close), counted.
+ *    in the session (its entry was still running at the close), and the
+ *    worker's first cookie in the session if its samples are in the return
+ *    to user space: that entry's unwind may have run, for the previous
+ *    session's request, before this session was enabled, and a request
+ *    in the same entry after the callback ran answers "already done" with
+ *    the entry's cookie and queues nothing (unwind_deferred_request():
+ *    the work's bit stays set in unwind_mask until unwind_reset_info() at
+ *    the return; the same on Rust).  Both are counted and printed.
  *    Read records are exactly thread_leaf <- thread_main <- start_thread.
  *
  * A case that saw nothing to check (no samples, no pending unwind at the
