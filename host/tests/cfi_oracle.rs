@@ -166,8 +166,7 @@ fn check_object(path: &str) -> Result<Tally, String> {
                         t.mismatches.push(format!(
                             "pc {pc:#x}: hdr search found FDE {at:#x}, gimli {fde_addr:#x}"
                         ));
-                    } else if row.cfa != cfa || !same_rule(row.ra, ra) || !same_rule(row.fp, fp)
-                    {
+                    } else if row.cfa != cfa || !same_rule(row.ra, ra) || !same_rule(row.fp, fp) {
                         t.mismatches.push(format!(
                             "pc {pc:#x} FDE {at:#x}: ours {row:?}, gimli cfa {cfa:?} ra {ra:?} fp {fp:?}"
                         ));
@@ -209,7 +208,10 @@ fn real_objects_agree_with_gimli() {
             continue;
         };
         if !seen.insert(real.clone()) {
-            println!("cfi oracle: {path}: skipped (same file as {})", real.display());
+            println!(
+                "cfi oracle: {path}: skipped (same file as {})",
+                real.display()
+            );
             continue;
         }
         match check_object(path) {
@@ -246,5 +248,8 @@ fn real_objects_agree_with_gimli() {
         }
     }
     assert!(checked > 0, "no object to check on this machine");
-    assert!(failures.is_empty(), "disagreements with gimli: {failures:?}");
+    assert!(
+        failures.is_empty(),
+        "disagreements with gimli: {failures:?}"
+    );
 }

@@ -338,7 +338,18 @@ impl<'a, M: UserBytes> Reader<'a, M> {
         Reader { mem, reads: 0 }
     }
 
-    /// Reads done so far.
+    /// A reader that may do only `budget` (at most [`MAX_READS`]) more
+    /// reads: a walk can share one budget among its steps by passing the
+    /// reader of one step on to the next.
+    pub fn with_budget(mem: &'a mut M, budget: u32) -> Self {
+        Reader {
+            mem,
+            reads: MAX_READS.saturating_sub(budget),
+        }
+    }
+
+    /// Reads done so far (counting the budget withheld by
+    /// [`Reader::with_budget`]).
     pub fn reads(&self) -> u32 {
         self.reads
     }
@@ -369,6 +380,8 @@ struct Cursor {
     win: [u8; WINDOW],
     win_addr: u64,
     win_len: usize,
+    /// Bytes fetched at most per read (<= WINDOW).
+    chunk: u64,
 }
 
 const PAGE: u64 = 4096;
@@ -382,6 +395,7 @@ impl Cursor {
             win: [0; WINDOW],
             win_addr: 0,
             win_len: 0,
+            chunk: WINDOW as u64,
         }
     }
 
@@ -398,11 +412,8 @@ impl Cursor {
             // Refill: up to WINDOW bytes, not past the region's end nor
             // across a page boundary (the next page may be unmapped).
             let to_page = PAGE - (self.pos & (PAGE - 1));
-            let len = self.left().min(to_page).min(WINDOW as u64) as usize;
-            let buf = self
-                .win
-                .get_mut(..len)
-                .ok_or(Refusal::Malformed(self.at))?;
+            let len = self.left().min(to_page).min(self.chunk) as usize;
+            let buf = self.win.get_mut(..len).ok_or(Refusal::Malformed(self.at))?;
             r.read(self.pos, buf, self.at)?;
             self.win_addr = self.pos;
             self.win_len = len;
@@ -561,8 +572,10 @@ pub struct Hdr {
 
 /// Parse the `.eh_frame_hdr` at `addr`.
 pub fn read_hdr<M: UserBytes>(r: &mut Reader<'_, M>, addr: u64, ws: WordSize) -> Res<Hdr> {
-    // Version, three encodings, two pointers of at most 10 bytes each.
+    // Version, three encodings, two pointers of at most 10 bytes each;
+    // nothing past them is read (the hdr may end there).
     let mut c = Cursor::new(addr, addr.saturating_add(24), Where::Hdr);
+    c.chunk = 4;
     let version = c.u8(r)?;
     if version != 1 {
         return Err(Refusal::NoTable);
@@ -573,7 +586,9 @@ pub fn read_hdr<M: UserBytes>(r: &mut Reader<'_, M>, addr: u64, ws: WordSize) ->
     if frame_enc == PE_OMIT || count_enc == PE_OMIT || table_enc == PE_OMIT {
         return Err(Refusal::NoTable);
     }
+    c.chunk = fixed_size(frame_enc, ws).map_or(1, u64::from);
     let eh_frame = read_encoded(&mut c, r, frame_enc, ws, Some(addr))?;
+    c.chunk = fixed_size(count_enc, ws).map_or(1, u64::from);
     let count = read_encoded(&mut c, r, count_enc, ws, Some(addr))?;
     if fixed_size(table_enc, ws).is_none() {
         return Err(Refusal::UnsupportedEncoding(Where::Table, table_enc));
@@ -1052,7 +1067,13 @@ impl Interp {
 
     /// Run the instructions in `[from, to)` until the location passes the
     /// target.  `cie`: the CIE's initial instructions.
-    fn run<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, from: u64, to: u64, cie: bool) -> Res<()> {
+    fn run<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        from: u64,
+        to: u64,
+        cie: bool,
+    ) -> Res<()> {
         let mut c = Cursor::new(from, to, Where::Instructions);
         // Each instruction is at least one byte; the count is bounded
         // by MAX_OPS for this call and the previous ones together.
@@ -1323,7 +1344,10 @@ pub fn apply<M: UserBytes>(
     }
     .filter(|&cfa| cfa > frame.sp && wrap(ws, cfa) == cfa)
     .ok_or(Refusal::CfaNotAbove)?;
-    let at = |off: i64| cfa.checked_add_signed(off).ok_or(Refusal::Fault(Where::Stack));
+    let at = |off: i64| {
+        cfa.checked_add_signed(off)
+            .ok_or(Refusal::Fault(Where::Stack))
+    };
     let ip = match row.ra {
         Rule::Offset(off) => r.word(at(off)?, ws, Where::Stack)?,
         Rule::Undefined => return Ok(Step::EndOfStack),
