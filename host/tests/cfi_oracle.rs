@@ -45,12 +45,17 @@ struct Tally {
     pcs: u64,
     /// Rules equal to gimli's and usable by a step.
     agreed: u64,
-    /// Rules equal to gimli's, refused by `Row::check`, by cause.
-    agreed_refused: BTreeMap<String, u64>,
+    /// Rules equal to gimli's, refused by `Row::check`, by cause (count,
+    /// an example).
+    agreed_refused: BTreeMap<String, (u64, String)>,
     /// The interpreter refused before it had a row, by refusal.
-    refused: BTreeMap<String, u64>,
+    refused: BTreeMap<String, (u64, String)>,
+    /// Rows whose CFA is the PLT pattern.
+    plt_rows: u64,
     /// gimli failed where the interpreter did not.
     gimli_only_err: u64,
+    /// `cfi::step` on a synthetic stack gave what the rules say.
+    steps_agreed: u64,
     mismatches: Vec<String>,
     max_reads: u32,
 }
@@ -77,6 +82,98 @@ fn same_rule(ours: Rule, gimli: Option<Rule>) -> bool {
     }
 }
 
+const STACK: u64 = 0x7000_0000;
+const STACK_LEN: u64 = 1 << 20;
+
+/// The 32-bit word at `addr` of the synthetic stack.
+fn pattern(addr: u64) -> u32 {
+    (addr as u32).wrapping_mul(0x9e37_79b1) | 1
+}
+
+/// The word of size `ws` at `addr`, computed from the pattern.
+fn stack_word(addr: u64, ws: WordSize) -> Option<u64> {
+    if addr < STACK || addr + ws.bytes() > STACK + STACK_LEN || addr % 4 != 0 {
+        return None;
+    }
+    let lo = u64::from(pattern(addr));
+    Some(match ws {
+        WordSize::W4 => lo,
+        WordSize::W8 => lo | u64::from(pattern(addr + 4)) << 32,
+    })
+}
+
+/// `cfi::step` from a frame at `pc` (sp and fp in the synthetic stack)
+/// gives what `row`'s rules, evaluated here by the test, say.
+fn step_agrees(
+    image: &mut Image,
+    hdr: u64,
+    ws: WordSize,
+    arch: Arch,
+    pc: u64,
+    row: &cfi::Row,
+) -> Result<(), String> {
+    let sp = STACK + 0x1000;
+    let fp = STACK + 0x2000;
+    let f = cfi::Frame {
+        ip: pc,
+        sp,
+        fp: Some(fp),
+        ip_is_return_address: false,
+    };
+    let cfa = match row.cfa {
+        Cfa::RegOffset(r, o) if r == arch.sp => sp.wrapping_add(o as u64),
+        Cfa::RegOffset(_, o) => fp.wrapping_add(o as u64),
+        Cfa::Plt(p) => {
+            let extra = if pc & 15 >= u64::from(p.threshold) {
+                1 << p.shift
+            } else {
+                0
+            };
+            sp.wrapping_add(p.sp_off as u64) + extra
+        }
+        Cfa::Expression => unreachable!(),
+    };
+    let expect = if cfa <= sp {
+        Err(Refusal::CfaNotAbove)
+    } else {
+        let ra = match row.ra {
+            Rule::Offset(o) => stack_word(cfa.wrapping_add(o as u64), ws),
+            _ => Some(0),
+        };
+        let cfp = match row.fp {
+            Rule::Offset(o) => stack_word(cfa.wrapping_add(o as u64), ws).map(Some),
+            Rule::ValOffset(o) => Some(Some(cfa.wrapping_add(o as u64))),
+            Rule::Undefined => Some(None),
+            _ => Some(Some(fp)),
+        };
+        match (row.ra, ra, cfp) {
+            (Rule::Undefined, _, _) => Ok(cfi::Step::EndOfStack),
+            (_, Some(ip), Some(fp)) => Ok(cfi::Step::Caller(cfi::Frame {
+                ip,
+                sp: cfa,
+                fp,
+                ip_is_return_address: true,
+            })),
+            _ => Err(Refusal::Fault(cfi::Where::Stack)),
+        }
+    };
+    let got = cfi::step(image, hdr, ws, &f);
+    let same = match (&got, &expect) {
+        // A signal frame's caller is not at a return address.
+        (Ok(cfi::Step::Caller(g)), Ok(cfi::Step::Caller(e))) => {
+            g.ip == e.ip && g.sp == e.sp && g.fp == e.fp
+        }
+        (g, e) => g == e,
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(format!(
+            "step at {pc:#x}: got {got:?}, rules say {expect:?}"
+        ))
+    }
+}
+
 fn check_object(path: &str) -> Result<Tally, String> {
     let data = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
     let file = object::File::parse(&*data).map_err(|e| format!("not ELF: {e}"))?;
@@ -95,6 +192,11 @@ fn check_object(path: &str) -> Result<Tally, String> {
         let d = seg.data().map_err(|e| e.to_string())?;
         image.segs.push((seg.address(), d.to_vec()));
     }
+    // A synthetic stack: every word holds a value derived from its address.
+    let stack: Vec<u8> = (0..STACK_LEN / 4)
+        .flat_map(|i| pattern(STACK + i * 4).to_le_bytes())
+        .collect();
+    image.segs.push((STACK, stack));
 
     let mut eh_frame = EhFrame::new(ehf_data, gimli::LittleEndian);
     eh_frame.set_address_size(ws.bytes() as u8);
@@ -107,6 +209,15 @@ fn check_object(path: &str) -> Result<Tally, String> {
     if let Some(got) = file.section_by_name(".got") {
         bases = bases.set_got(got.address());
     }
+    let symbols = file.symbol_map();
+    let name = |pc: u64| match symbols.get(pc) {
+        Some(s) => format!("{pc:#x} {}+{:#x}", s.name(), pc - s.address()),
+        None => format!("{pc:#x}"),
+    };
+    let count = |m: &mut BTreeMap<String, (u64, String)>, e: Refusal, pc: u64| {
+        let slot = m.entry(format!("{e:?}")).or_insert((0, name(pc)));
+        slot.0 += 1;
+    };
     let mut ctx = UnwindContext::new();
     let mut t = Tally::default();
     let mut entries = eh_frame.entries(&bases);
@@ -171,13 +282,22 @@ fn check_object(path: &str) -> Result<Tally, String> {
                             "pc {pc:#x} FDE {at:#x}: ours {row:?}, gimli cfa {cfa:?} ra {ra:?} fp {fp:?}"
                         ));
                     } else {
+                        if matches!(row.cfa, Cfa::Plt(_)) {
+                            t.plt_rows += 1;
+                        }
                         match row.check(arch) {
-                            Ok(()) => t.agreed += 1,
-                            Err(e) => *t.agreed_refused.entry(format!("{e:?}")).or_default() += 1,
+                            Ok(()) => {
+                                t.agreed += 1;
+                                match step_agrees(&mut image, hdr.address(), ws, arch, pc, &row) {
+                                    Ok(()) => t.steps_agreed += 1,
+                                    Err(m) => t.mismatches.push(m),
+                                }
+                            }
+                            Err(e) => count(&mut t.agreed_refused, e, pc),
                         }
                     }
                 }
-                (Err(e), _) => *t.refused.entry(format!("{e:?}")).or_default() += 1,
+                (Err(e), _) => count(&mut t.refused, e, pc),
                 (Ok(_), Err(_)) => t.gimli_only_err += 1,
             }
         }
@@ -219,20 +339,22 @@ fn real_objects_agree_with_gimli() {
             Ok(t) => {
                 checked += 1;
                 println!(
-                    "cfi oracle: {path}: {} FDEs, {} pcs, {} agreed and usable, \
+                    "cfi oracle: {path}: {} FDEs, {} pcs, {} agreed and usable ({} steps checked), \
                      {} gimli-only errors, {} mismatches, at most {} reads (bound {MAX_READS})",
                     t.fdes,
                     t.pcs,
                     t.agreed,
+                    t.steps_agreed,
                     t.gimli_only_err,
                     t.mismatches.len(),
                     t.max_reads
                 );
-                for (cause, n) in &t.agreed_refused {
-                    println!("    rules agreed, step refused: {cause}: {n}");
+                println!("    PLT-pattern rows: {}", t.plt_rows);
+                for (cause, (n, eg)) in &t.agreed_refused {
+                    println!("    rules agreed, step refused: {cause}: {n} (e.g. {eg})");
                 }
-                for (cause, n) in &t.refused {
-                    println!("    refused: {cause}: {n}");
+                for (cause, (n, eg)) in &t.refused {
+                    println!("    refused: {cause}: {n} (e.g. {eg})");
                 }
                 for m in t.mismatches.iter().take(10) {
                     println!("    MISMATCH {m}");
