@@ -44,7 +44,7 @@
 //! the frame pointer; the rules of other registers are parsed and ignored.
 //! See [`Row::check`] and [`apply`] for what a step can use.
 
-use crate::walk::WordSize;
+use super::walk::WordSize;
 
 /// Bytes fetched per read of a CIE or FDE (the read buffer on the stack).
 pub const WINDOW: usize = 128;
