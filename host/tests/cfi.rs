@@ -1247,6 +1247,18 @@ fn reads_stay_in_pages() {
     assert_eq!(cfi::search(&mut r, &hd, W8, CODE + 1), Ok(f as u64));
 }
 
+/// The shared cases of `src/logic/cfi_cases.rs` (which KUnit can run too).
+#[test]
+fn shared_cases() {
+    use unwind_logic::cfi_cases::{run, CASES};
+    assert!(CASES.len() >= 20);
+    for case in CASES {
+        let (got, reads) = run(case);
+        assert_eq!(got, case.want, "{}", case.name);
+        assert!(reads <= MAX_READS, "{}", case.name);
+    }
+}
+
 fn check_budget(mem: &mut Mem, hdr: u64, ws: WordSize, f: &Frame) {
     mem.reads = 0;
     let _ = cfi::step(mem, hdr, ws, f);

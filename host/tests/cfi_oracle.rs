@@ -92,7 +92,7 @@ fn pattern(addr: u64) -> u32 {
 
 /// The word of size `ws` at `addr`, computed from the pattern.
 fn stack_word(addr: u64, ws: WordSize) -> Option<u64> {
-    if addr < STACK || addr + ws.bytes() > STACK + STACK_LEN || addr % 4 != 0 {
+    if addr < STACK || addr + ws.bytes() > STACK + STACK_LEN || addr & 3 != 0 {
         return None;
     }
     let lo = u64::from(pattern(addr));

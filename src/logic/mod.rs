@@ -16,4 +16,6 @@ pub mod walk;
 // Test data: on the host (where no kernel configuration is set) and in a
 // kernel with the KUnit tests, not in a production kernel.
 #[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
+pub mod cfi_cases;
+#[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
 pub mod walk_cases;
