@@ -318,6 +318,17 @@ fn real_objects_agree_with_gimli() {
         "/lib/ld-linux.so.2",
         concat!(env!("CARGO_MANIFEST_DIR"), "/build/perf/perf"),
         "/work/main/build/perf/perf",
+        // The vDSOs of this project's kernel build (its kernel-c tree).
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/build/kernel-c/arch/x86/entry/vdso/vdso32/vdso32.so"
+        ),
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/build/kernel-c/arch/x86/entry/vdso/vdso64/vdso64.so"
+        ),
+        "/work/main/build/kernel-c/arch/x86/entry/vdso/vdso32/vdso32.so",
+        "/work/main/build/kernel-c/arch/x86/entry/vdso/vdso64/vdso64.so",
     ];
     let mut seen = std::collections::BTreeSet::new();
     let mut checked = 0;
