@@ -945,7 +945,7 @@ fn table_search() {
         let before = mem.reads;
         assert_eq!(
             row(&mut mem, W8, pc).unwrap().cfa,
-            Cfa::RegOffset(7, (8 + i % 100) as i64)
+            Cfa::RegOffset(7, (8 + i % 100) as i32)
         );
         // hdr 3, at most 10 probes (2 reads if an entry straddles a page),
         // FDE and CIE 2 each, instructions 2.

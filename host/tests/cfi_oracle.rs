@@ -64,9 +64,9 @@ fn rule_of(r: &RegisterRule<usize>) -> Option<Rule> {
     Some(match *r {
         RegisterRule::Undefined => Rule::Undefined,
         RegisterRule::SameValue => Rule::SameValue,
-        RegisterRule::Offset(o) => Rule::Offset(o),
-        RegisterRule::ValOffset(o) => Rule::ValOffset(o),
-        RegisterRule::Register(g) => Rule::Register(u64::from(g.0)),
+        RegisterRule::Offset(o) => Rule::Offset(i32::try_from(o).ok()?),
+        RegisterRule::ValOffset(o) => Rule::ValOffset(i32::try_from(o).ok()?),
+        RegisterRule::Register(g) => Rule::Register(g.0),
         RegisterRule::Expression(_) => Rule::Expression,
         RegisterRule::ValExpression(_) => Rule::ValExpression,
         _ => return None,
@@ -121,15 +121,15 @@ fn step_agrees(
         ip_is_return_address: false,
     };
     let cfa = match row.cfa {
-        Cfa::RegOffset(r, o) if r == arch.sp => sp.wrapping_add(o as u64),
-        Cfa::RegOffset(_, o) => fp.wrapping_add(o as u64),
+        Cfa::RegOffset(r, o) if u64::from(r) == arch.sp => sp.wrapping_add(i64::from(o) as u64),
+        Cfa::RegOffset(_, o) => fp.wrapping_add(i64::from(o) as u64),
         Cfa::Plt(p) => {
             let extra = if pc & 15 >= u64::from(p.threshold) {
                 1 << p.shift
             } else {
                 0
             };
-            sp.wrapping_add(p.sp_off as u64) + extra
+            sp.wrapping_add(i64::from(p.sp_off) as u64) + extra
         }
         Cfa::Expression => unreachable!(),
     };
@@ -137,12 +137,12 @@ fn step_agrees(
         Err(Refusal::CfaNotAbove)
     } else {
         let ra = match row.ra {
-            Rule::Offset(o) => stack_word(cfa.wrapping_add(o as u64), ws),
+            Rule::Offset(o) => stack_word(cfa.wrapping_add(i64::from(o) as u64), ws),
             _ => Some(0),
         };
         let cfp = match row.fp {
-            Rule::Offset(o) => stack_word(cfa.wrapping_add(o as u64), ws).map(Some),
-            Rule::ValOffset(o) => Some(Some(cfa.wrapping_add(o as u64))),
+            Rule::Offset(o) => stack_word(cfa.wrapping_add(i64::from(o) as u64), ws).map(Some),
+            Rule::ValOffset(o) => Some(Some(cfa.wrapping_add(i64::from(o) as u64))),
             Rule::Undefined => Some(None),
             _ => Some(Some(fp)),
         };
@@ -247,7 +247,7 @@ fn check_object(path: &str) -> Result<Tally, String> {
                 .map(|row| {
                     let cfa = match row.cfa() {
                         CfaRule::RegisterAndOffset { register, offset } => {
-                            Cfa::RegOffset(u64::from(register.0), *offset)
+                            Cfa::RegOffset(register.0, i32::try_from(*offset).unwrap_or(i32::MAX))
                         }
                         CfaRule::Expression(e) => {
                             let bytes = e.get(&eh_frame).map(|e| e.0.slice().to_vec());

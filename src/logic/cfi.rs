@@ -827,11 +827,12 @@ pub enum Rule {
     /// `DW_CFA_same_value`.
     SameValue,
     /// Saved at CFA + offset.
-    Offset(i64),
+    Offset(i32),
     /// The value is CFA + offset.
-    ValOffset(i64),
-    /// In another register (its DWARF number).
-    Register(u64),
+    ValOffset(i32),
+    /// In another register (its DWARF number, [`u16::MAX`] for any
+    /// number above).
+    Register(u16),
     /// Saved at an address computed by an expression.
     Expression,
     /// The value is computed by an expression.
@@ -846,7 +847,7 @@ pub enum Rule {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PltCfa {
     /// Offset from the stack pointer.
-    pub sp_off: i64,
+    pub sp_off: i32,
     /// Threshold of `ip & 15`.
     pub threshold: u8,
     /// Shift of the extra word.
@@ -856,8 +857,9 @@ pub struct PltCfa {
 /// The rule of the CFA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cfa {
-    /// Register (DWARF number) + offset.
-    RegOffset(u64, i64),
+    /// Register (DWARF number, [`u16::MAX`] for any number above) +
+    /// offset.
+    RegOffset(u16, i32),
     /// The PLT pattern.
     Plt(PltCfa),
     /// Another expression.
@@ -890,7 +892,7 @@ impl Row {
     /// CFA + offset itself, or in itself.
     pub fn check(&self, arch: Arch) -> Res<()> {
         match self.cfa {
-            Cfa::RegOffset(reg, _) if reg == arch.sp || reg == arch.fp => {}
+            Cfa::RegOffset(reg, _) if u64::from(reg) == arch.sp || u64::from(reg) == arch.fp => {}
             Cfa::RegOffset(..) => return Err(Refusal::UnsupportedCfaRegister),
             Cfa::Plt(_) => {}
             Cfa::Expression => return Err(Refusal::CfaExpression),
@@ -908,7 +910,7 @@ impl Row {
             rule => return Err(Refusal::UnsupportedRule(Column::Ra, kind(rule))),
         }
         match self.fp {
-            Rule::Register(reg) if reg != arch.fp => {
+            Rule::Register(reg) if u64::from(reg) != arch.fp => {
                 Err(Refusal::UnsupportedRule(Column::Fp, RuleKind::Register))
             }
             Rule::Expression | Rule::ValExpression => {
@@ -958,6 +960,7 @@ pub fn plt_pattern(e: &[u8], arch: Arch) -> Option<PltCfa> {
         return None;
     }
     let (sp_off, rest) = sleb_bytes(rest)?;
+    let sp_off = i32::try_from(sp_off).ok()?;
     let (&b1, rest) = rest.split_first()?;
     if u64::from(b1) != BREG0.checked_add(arch.ra)? {
         return None;
@@ -994,6 +997,12 @@ fn sleb_bytes(e: &[u8]) -> Option<(i64, &[u8])> {
     None
 }
 
+/// A register number as a [`Rule`] or [`Cfa`] keeps it: numbers above
+/// [`u16::MAX`] (no arch has them) become [`u16::MAX`].
+fn reg16(reg: u64) -> u16 {
+    u16::try_from(reg).unwrap_or(u16::MAX)
+}
+
 /// The interpreter's state.
 struct Interp {
     arch: Arch,
@@ -1020,12 +1029,13 @@ impl Interp {
         }
     }
 
-    fn factored(&self, n: i64) -> Res<i64> {
+    fn factored(&self, n: i64) -> Res<i32> {
         n.checked_mul(self.data_align)
+            .and_then(|v| i32::try_from(v).ok())
             .ok_or(Refusal::Malformed(Where::Instructions))
     }
 
-    fn factored_u(&self, n: u64) -> Res<i64> {
+    fn factored_u(&self, n: u64) -> Res<i32> {
         let n = i64::try_from(n).map_err(|_| Refusal::Malformed(Where::Instructions))?;
         self.factored(n)
     }
@@ -1055,7 +1065,7 @@ impl Interp {
         Ok(true)
     }
 
-    fn cfa_offset(&mut self, off: i64) -> Res<()> {
+    fn cfa_offset(&mut self, off: i32) -> Res<()> {
         match &mut self.row.cfa {
             Cfa::RegOffset(_, o) => {
                 *o = off;
@@ -1158,7 +1168,7 @@ impl Interp {
             CFA_REGISTER => {
                 let reg = c.uleb(r)?;
                 let src = c.uleb(r)?;
-                self.set(reg, Rule::Register(src));
+                self.set(reg, Rule::Register(reg16(src)));
             }
             CFA_REMEMBER_STATE => {
                 let slot = self
@@ -1180,19 +1190,19 @@ impl Interp {
                 self.depth = depth;
             }
             CFA_DEF_CFA => {
-                let reg = c.uleb(r)?;
+                let reg = reg16(c.uleb(r)?);
                 let off = c.uleb(r)?;
                 let off =
-                    i64::try_from(off).map_err(|_| Refusal::Malformed(Where::Instructions))?;
+                    i32::try_from(off).map_err(|_| Refusal::Malformed(Where::Instructions))?;
                 self.row.cfa = Cfa::RegOffset(reg, off);
             }
             CFA_DEF_CFA_SF => {
-                let reg = c.uleb(r)?;
+                let reg = reg16(c.uleb(r)?);
                 let off = self.factored(c.sleb(r)?)?;
                 self.row.cfa = Cfa::RegOffset(reg, off);
             }
             CFA_DEF_CFA_REGISTER => {
-                let reg = c.uleb(r)?;
+                let reg = reg16(c.uleb(r)?);
                 match &mut self.row.cfa {
                     Cfa::RegOffset(rg, _) => *rg = reg,
                     _ => return Err(Refusal::Malformed(Where::Instructions)),
@@ -1201,7 +1211,7 @@ impl Interp {
             CFA_DEF_CFA_OFFSET => {
                 let off = c.uleb(r)?;
                 let off =
-                    i64::try_from(off).map_err(|_| Refusal::Malformed(Where::Instructions))?;
+                    i32::try_from(off).map_err(|_| Refusal::Malformed(Where::Instructions))?;
                 self.cfa_offset(off)?;
             }
             CFA_DEF_CFA_OFFSET_SF => {
@@ -1322,12 +1332,12 @@ pub fn apply<M: UserBytes>(
     row.check(arch)?;
     let cfa = match row.cfa {
         Cfa::RegOffset(reg, off) => {
-            let base = if reg == arch.sp {
+            let base = if u64::from(reg) == arch.sp {
                 frame.sp
             } else {
                 frame.fp.ok_or(Refusal::FpUnknown)?
             };
-            base.checked_add_signed(off)
+            base.checked_add_signed(i64::from(off))
         }
         Cfa::Plt(p) => {
             let extra = if frame.ip & 15 >= u64::from(p.threshold) {
@@ -1337,15 +1347,15 @@ pub fn apply<M: UserBytes>(
             };
             frame
                 .sp
-                .checked_add_signed(p.sp_off)
+                .checked_add_signed(i64::from(p.sp_off))
                 .and_then(|v| v.checked_add(extra))
         }
         Cfa::Expression => None,
     }
     .filter(|&cfa| cfa > frame.sp && wrap(ws, cfa) == cfa)
     .ok_or(Refusal::CfaNotAbove)?;
-    let at = |off: i64| {
-        cfa.checked_add_signed(off)
+    let at = |off: i32| {
+        cfa.checked_add_signed(i64::from(off))
             .ok_or(Refusal::Fault(Where::Stack))
     };
     let ip = match row.ra {
