@@ -43,6 +43,17 @@
 //! The interpreter tracks three columns, the CFA, the return address and
 //! the frame pointer; the rules of other registers are parsed and ignored.
 //! See [`Row::check`] and [`apply`] for what a step can use.
+//!
+//! Using it in a walk: give the first frame `ip_is_return_address: false`
+//! and feed each [`Step::Caller`] back as the next frame.  Its `sp` is the
+//! CFA, strictly above the previous `sp`, so a walk by tables always ends;
+//! its `ip` is whatever the stack held, and the caller must check that it
+//! is a user address.  After a refusal the caller may take a frame-pointer
+//! step, but only if `fp` is known.  Addresses are linear: a compat task
+//! with non-zero segment bases needs them added first (or no table use).
+//! [`read_hdr`], [`search`], [`read_fde`], [`row_at`] and [`apply`] are the
+//! pieces of [`step_with`], for a caller that caches a parsed [`Hdr`] per
+//! object; [`Refusal::cause`] indexes counters ([`Cause::NAMES`]).
 
 use super::walk::WordSize;
 
