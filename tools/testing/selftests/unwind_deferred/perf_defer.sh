@@ -50,8 +50,10 @@ skip_rest() {	# $1: tests of the mode still to report
 # documented limit of frame-pointer unwinding.  The leaf's size (for the
 # ret offset) comes from nm at build time.
 size=$(cat "$DIR/dc_workload.leaf-size")
-want=" workload_leaf workload_c workload_b workload_a workload main"
-want_fl=" workload_leaf workload_b workload_a workload main"
+# The whole merged user stack, where the walk ends: main and the frame it
+# returns to (see DC_MAIN_FRAMES in dc_util.h).
+want=" workload_leaf workload_c workload_b workload_a workload main __libc_start_call_main"
+want_fl=" workload_leaf workload_b workload_a workload main __libc_start_call_main"
 # The kernel frames of the exit path: a sample there either has no cookie
 # (PF_EXITING: perf unwinds the user stack in place) or, per task on
 # upstream 7.3, a cookie whose record is never written (the task's events
@@ -228,7 +230,7 @@ check_mode() {
 		leaf++
 		fl = off < 4 || off == size - 1
 		frameless += fl
-		if (index(s, fl ? want_fl : want) == 1) {
+		if (s == (fl ? want_fl : want)) {
 			exact++
 			if ($3 > 0) kleaf++
 		} else if (bad++ < 3) print "# bad (offset " off "):" s > "/dev/stderr"
