@@ -659,8 +659,10 @@ static int setup_long(const struct hcase *c, struct hl_args *a,
  * The race: RACE_FRAMES frames over RACE_PAGES pages of a memfd mapped
  * shared, so that a page mapped again has the same content.  A second
  * thread of the child unmaps and maps back, mprotects to PROT_NONE and
- * back, mremaps away and back, and drops (MADV_DONTNEED) each page in
- * turn while the first one is sampled.  Every record must be a prefix of
+ * back, mremaps away and back, and maps again over the mapped page
+ * (MAP_FIXED, which replaces it), each page in turn, while the first one
+ * is sampled.  (No madvise(): the test kernels have no
+ * CONFIG_ADVISE_SYSCALLS.)  Every record must be a prefix of
  * the true chain.
  */
 #define RACE_PAGES	8
@@ -721,7 +723,9 @@ static void *race_helper(void *arg)
 				   tmp) != tmp ||
 			    mremap(tmp, PAGE, PAGE, MREMAP_MAYMOVE | MREMAP_FIXED,
 				   pg) != pg ||
-			    madvise(pg, PAGE, MADV_DONTNEED)) {
+			    mmap(pg, PAGE, PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_FIXED, race.memfd,
+				 i * PAGE) != pg) {
 				ctl->err = errno ? errno : EIO;
 				ctl->stop = 1;
 				return NULL;
