@@ -32,8 +32,8 @@
  * documented recording of a non-user return address, stated exactly);
  * nothing is lost; every record of a kernel entry in the loop is exactly
  * the expected one, its whole length (the race case: a prefix of the true
- * chain); at least MIN_LOOP_RECORDS such records were seen, or the case
- * fails.  The child stops itself (SIGSTOP) once done, and is continued and
+ * chain, and at least one record must have ended early); at least
+ * MIN_LOOP_RECORDS such records were seen, or the case fails.  The child stops itself (SIGSTOP) once done, and is continued and
  * stopped again until no sample of it waits for a record (see run_case()):
  * no sample is excused.
  *
@@ -995,13 +995,23 @@ static bool is_loop_record(const struct expect *e, const struct dc_deferred *d)
 			 (d->ips[0] >= e->in && d->ips[0] < e->out));
 }
 
+/*
+ * Loop records so far; for the race, 0 until one of them ended early
+ * (the other thread's changes met a walk).
+ */
 static size_t loop_records(const struct expect *e, const struct dc_log *log)
 {
-	size_t n = 0;
+	size_t n = 0, early = 0;
 
-	for (size_t i = 0; i < log->nr_deferred; i++)
-		n += is_loop_record(e, &log->deferred[i]);
-	return n;
+	for (size_t i = 0; i < log->nr_deferred; i++) {
+		const struct dc_deferred *d = &log->deferred[i];
+
+		if (is_loop_record(e, d)) {
+			n++;
+			early += d->nr < e->n + 1;
+		}
+	}
+	return e->prefix && !early ? 0 : n;
 }
 
 /* Samples of @tid whose cookie has no record. */
@@ -1296,9 +1306,14 @@ static void test_case(const struct hcase *c)
 	ksft_print_msg("%s: %zu samples, %zu records, %zu of the loop (%zu sampled in user mode, %zu of full length %u), %zu problems\n",
 		       c->name, log.nr_samples, log.nr_deferred, in_loop, in_user,
 		       full, e.n + 1, bad);
-	if (c->setup == setup_race)
-		ksft_print_msg("race: %lu rounds over %d pages by the other thread\n",
-			       (unsigned long)ctl->rounds, RACE_PAGES);
+	if (e.prefix) {
+		ksft_print_msg("race: %lu rounds over %d pages by the other thread, %zu records ended early\n",
+			       (unsigned long)ctl->rounds, RACE_PAGES, in_loop - full);
+		if (full == in_loop) {
+			ksft_print_msg("  no record ended early: no walk met the other thread's changes\n");
+			bad++;
+		}
+	}
 	if (e.every_record && (in_loop != UPROBE_CALLS || log.nr_samples != UPROBE_CALLS)) {
 		ksft_print_msg("  %d calls of the probed function: %zu samples and %zu records of them\n",
 			       UPROBE_CALLS, log.nr_samples, in_loop);
