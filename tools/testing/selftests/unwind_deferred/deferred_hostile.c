@@ -66,6 +66,7 @@
 #define PERIOD_NS		250000		/* 4 kHz */
 #define RING_PAGES		256
 #define READ_SIZE		(256 << 10)
+#define SPIN			200000	/* user-mode loop iterations per read */
 #define WANT_LOOP_RECORDS	20	/* stop the loop once this many */
 #define MIN_LOOP_RECORDS	5	/* fewer: the case saw too little */
 #define MIN_RUN_MS		150
@@ -119,16 +120,19 @@ struct hl_args {
 	word ldt_sp, ldt_ss;	/* 10-11: lss into the LDT stack segment */
 	word ldt_ip, ldt_cs;	/* 12-13: far jump into the LDT code segment */
 	word back_ip, back_cs;	/* 14-15: far jump back to the flat code segment */
+	word spin;		/* 16: user-mode iterations after each system call */
 };
 
 _Static_assert(__builtin_offsetof(struct hl_args, stop) == 2 * W, "hl_args");
 _Static_assert(__builtin_offsetof(struct hl_args, saved_sp) == 7 * W, "hl_args");
 _Static_assert(__builtin_offsetof(struct hl_args, calls) == 9 * W, "hl_args");
 _Static_assert(__builtin_offsetof(struct hl_args, back_cs) == 15 * W, "hl_args");
+_Static_assert(__builtin_offsetof(struct hl_args, spin) == 16 * W, "hl_args");
 
 /*
- * hl_loop(args): set sp and fp, then system calls until *stop, then put
- * the registers back.  hl_in..hl_out is the part that runs on the crafted
+ * hl_loop(args): set sp and fp, then system calls until *stop, each
+ * followed by a user-mode spin (so that some samples interrupt the loop in
+ * user mode), then put the registers back.  hl_in..hl_out is the part that runs on the crafted
  * registers; hl_ret is the return point of the system call.
  *
  * up_outer() -> up_caller() -> up_target(): the uprobe case's chain.
@@ -159,7 +163,10 @@ asm(".pushsection .text\n"
     ".globl hl_ret\n"
     "hl_ret:\n"
     "	incq 72(%rbx)\n"
-    "	cmpl $0, (%r12)\n"
+    "	mov 128(%rbx), %rcx\n"
+    "	jrcxz 3f\n"
+    "2:	loop 2b\n"
+    "3:	cmpl $0, (%r12)\n"
     "	je 1b\n"
     ".globl hl_out\n"
     "hl_out:\n"
@@ -226,7 +233,10 @@ asm(".pushsection .text\n"
     ".globl hl_ret\n"
     "hl_ret:\n"
     "	incl 36(%esi)\n"
-    "	cmpl $0, (%edi)\n"
+    "	mov 64(%esi), %ecx\n"
+    "	jecxz 3f\n"
+    "2:	loop 2b\n"
+    "3:	cmpl $0, (%edi)\n"
     "	je 1b\n"
     ".globl hl_out\n"
     "hl_out:\n"
@@ -272,7 +282,10 @@ asm(".pushsection .text\n"
     ".globl hl_ldt_ret\n"
     "hl_ldt_ret:\n"
     "	incl 36(%esi)\n"
-    "	cmpl $0, (%edi)\n"
+    "	mov 64(%esi), %ecx\n"
+    "	jecxz 3f\n"
+    "2:	loop 2b\n"
+    "3:	cmpl $0, (%edi)\n"
     "	je 1b\n"
     ".globl hl_ldt_out\n"
     "hl_ldt_out:\n"
@@ -1195,6 +1208,7 @@ static void test_case(const struct hcase *c)
 	a->a0 = zero_fd;
 	a->a1 = (word)read_buf;
 	a->a2 = READ_SIZE;
+	a->spin = SPIN;
 	ret = c->setup(c, a, &e, why, sizeof(why));
 	if (ret == KSFT_SKIP) {
 		ksft_test_result_skip("%s: %s\n", c->name, why);
