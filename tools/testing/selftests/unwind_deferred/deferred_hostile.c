@@ -534,6 +534,17 @@ static int setup_bad_link(const struct hcase *c, struct hl_args *a,
 	return 0;
 }
 
+/* The frame pointer register itself holds c->arg: no step at all. */
+static int setup_bad_fp(const struct hcase *c, struct hl_args *a,
+			struct expect *e, char *why, size_t whylen)
+{
+	if (!chain_area(a))
+		return -errno;
+	a->fp = c->arg;
+	e->n = 0;
+	return 0;
+}
+
 /* f1 -> a page that was mapped and unmapped again. */
 static int setup_unmapped(const struct hcase *c, struct hl_args *a,
 			  struct expect *e, char *why, size_t whylen)
@@ -951,11 +962,15 @@ static const struct hcase cases[] = {
 	  setup_downward, run_loop },
 	{ "unaligned", "link to fp + 1: exactly [ret, ra1]", setup_unaligned, run_loop },
 #ifdef __x86_64__
+	{ "kernel_rbp", "%rbp = 0xffffffff81000000: exactly [ret]",
+	  setup_bad_fp, run_loop, BAD_KERNEL },
 	{ "kernel_fp", "link to 0xffffffff81000000: exactly [ret, ra1]",
 	  setup_bad_link, run_loop, BAD_KERNEL },
 	{ "noncanonical_fp", "link to 0x8000000000000000: exactly [ret, ra1]",
 	  setup_bad_link, run_loop, BAD_NONCANON },
 #else
+	{ "kernel_ebp", "%ebp = 0xffffe000 (above the compat TASK_SIZE): exactly [ret]",
+	  setup_bad_fp, run_loop, BAD_KERNEL },
 	{ "kernel_fp", "link to 0xffffe000 (above the compat TASK_SIZE): exactly [ret, ra1]",
 	  setup_bad_link, run_loop, BAD_KERNEL },
 	{ "past_4g_fp", "link to 0xfffffffc (the frame would end past 4 GiB): exactly [ret, ra1]",
@@ -1382,6 +1397,7 @@ static bool detect_rust(const char **how)
 
 int main(void)
 {
+	long t0 = now_ms();
 	const char *how;
 
 	ksft_print_header();
@@ -1398,5 +1414,6 @@ int main(void)
 		ksft_exit_fail_msg("setup: %s\n", strerror(errno));
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		test_case(&cases[i]);
+	ksft_print_msg("%zu cases in %ld ms\n", ARRAY_SIZE(cases), now_ms() - t0);
 	ksft_finished();
 }
