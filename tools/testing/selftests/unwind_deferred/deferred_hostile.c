@@ -7,8 +7,9 @@
  * child that points its stack and frame pointers (%rsp/%rbp, or %esp/%ebp
  * in the compat build deferred_hostile_32) at it and then, with no libc
  * call in between (hl_loop below, assembly), loops on large reads of
- * /dev/zero made with raw `syscall` (`int $0x80`), until the parent says
- * stop; only then are the registers restored.  A per-task cpu-clock event
+ * /dev/zero made with raw `syscall` (`int $0x80`), each followed by a
+ * short user-mode spin, until the parent says stop; only then are the
+ * registers restored.  A per-task cpu-clock event
  * with defer_callchain=1 samples the child.  The walk of each kernel entry
  * starts at the loop's user registers: the instruction pointer is
  * hl_ret, just after the system call instruction (or, for a sample taken
@@ -32,10 +33,12 @@
  * documented recording of a non-user return address, stated exactly);
  * nothing is lost; every record of a kernel entry in the loop is exactly
  * the expected one, its whole length (the race case: a prefix of the true
- * chain, and at least one record must have ended early); at least
- * MIN_LOOP_RECORDS such records were seen, or the case fails.  The child stops itself (SIGSTOP) once done, and is continued and
- * stopped again until no sample of it waits for a record (see run_case()):
- * no sample is excused.
+ * chain, and at least one record must have ended early), and a record of
+ * a sample taken in user mode in the loop starts at the sample's IP; at
+ * least MIN_LOOP_RECORDS such records were seen, or the case fails.  The
+ * child stops itself (SIGSTOP) once done, and is continued and stopped
+ * again until no sample of it waits for a record (see run_case()): no
+ * sample is excused.
  *
  * The uprobe case stops a task at a function's first instruction (perf's
  * uprobe PMU, sample_period 1), the LDT case (compat only) runs the loop
