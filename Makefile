@@ -23,7 +23,7 @@ DEMO_VARIANT ?= rust
 # The guest programs that `make check` requires (in /tests/list order).
 SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_threads \
 	deferred_cpu deferred_cpu_bare deferred_sessions deferred_exit \
-	deferred_lost deferred_nmi deferred_bench deferred_bench_32 \
+	deferred_lost deferred_nmi deferred_failslab deferred_bench deferred_bench_32 \
 	deferred_hostile deferred_hostile_32 perf_defer.sh
 export SELFTESTS
 # Tests that must fail on the upstream C kernel: the upstream 7.3 bugs the
@@ -34,10 +34,12 @@ XFAIL_c := deferred_exit:2 deferred_cpu_bare:2 deferred_cpu_bare:3 \
 KUNIT_SUITES := example rust_doctests_kernel
 KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred
 # What `make check` must have produced results for (a missing one fails).
-CHECK_RESULTS := host-guestlog host-compare host-cargo-test host-loom c-test rust-test symbols \
-	differential
+CHECK_RESULTS := host-guestlog host-compare host-cargo-test host-loom c-test rust-test \
+	rust-debug-test symbols differential
+CHECK_FULL_RESULTS := $(CHECK_RESULTS) c-debug-test
 
-.PHONY: all demo check bench setup source overlay kernel-c kernel-rust perf \
+.PHONY: all demo check check-full bench kernel-c-debug kernel-rust-debug \
+	guest-test-c-debug guest-test-rust-debug setup source overlay kernel-c kernel-rust perf \
 	initramfs guest-test-c guest-test-rust guest-demo symbols differential \
 	host-test diff clean distclean timings
 
@@ -54,6 +56,12 @@ kernel-c: overlay
 	@$(S) kernel-c scripts/build-kernel.sh c
 kernel-rust: overlay | kernel-c
 	@$(S) kernel-rust scripts/build-kernel.sh rust
+# Debug kernels (KASAN, kmemleak, UBSAN, KFENCE, lockdep, debug objects,
+# failslab): rust-debug in make check, c-debug in make check-full.
+kernel-rust-debug: overlay | kernel-rust
+	@$(S) kernel-rust-debug scripts/build-kernel.sh rust-debug
+kernel-c-debug: overlay | kernel-rust-debug
+	@$(S) kernel-c-debug scripts/build-kernel.sh c-debug
 perf: overlay
 	@$(S) perf scripts/build-perf.sh
 initramfs: kernel-c perf
@@ -67,6 +75,18 @@ guest-test-c: kernel-c initramfs
 guest-test-rust: kernel-rust initramfs
 	@$(S) guest-test-rust scripts/run-guest.sh rust test guest $(SELFTESTS) \
 		$(addprefix --kunit-suite=,$(KUNIT_SUITES) $(KUNIT_SUITES_rust))
+
+# The debug kernels run slower (KASAN): a longer guest timeout.  The run
+# ends with a kmemleak scan (section kmemleak, required).
+guest-test-rust-debug: kernel-rust-debug initramfs
+	@GUEST_TIMEOUT=1800 $(S) guest-test-rust-debug scripts/run-guest.sh rust-debug test \
+		guest $(SELFTESTS) kmemleak \
+		$(addprefix --kunit-suite=,$(KUNIT_SUITES) $(KUNIT_SUITES_rust))
+guest-test-c-debug: kernel-c-debug initramfs
+	@GUEST_TIMEOUT=1800 $(S) guest-test-c-debug scripts/run-guest.sh c-debug test \
+		guest $(SELFTESTS) kmemleak \
+		$(addprefix --kunit-suite=,$(KUNIT_SUITES)) \
+		$(addprefix --xfail=,$(XFAIL_c))
 
 guest-demo: kernel-$(DEMO_VARIANT) initramfs
 	@$(S) guest-demo-$(DEMO_VARIANT) scripts/run-guest.sh $(DEMO_VARIANT) demo
@@ -106,10 +126,24 @@ check:
 	@$(MAKE) -s host-test
 	@$(MAKE) -s guest-test-c
 	@$(MAKE) -s guest-test-rust
+	@$(MAKE) -s guest-test-rust-debug
 	@$(MAKE) -s symbols
 	@$(MAKE) -s differential
 	@$(MAKE) -s timings
 	@scripts/summary.sh $(CHECK_RESULTS)
+
+# make check, plus the upstream C kernel under the same debug options.
+check-full:
+	@mkdir -p $(BUILD) && rm -rf $(BUILD)/stages.txt $(BUILD)/results
+	@$(MAKE) -s host-test
+	@$(MAKE) -s guest-test-c
+	@$(MAKE) -s guest-test-rust
+	@$(MAKE) -s guest-test-rust-debug
+	@$(MAKE) -s guest-test-c-debug
+	@$(MAKE) -s symbols
+	@$(MAKE) -s differential
+	@$(MAKE) -s timings
+	@scripts/summary.sh $(CHECK_FULL_RESULTS)
 
 timings:
 	@echo "== stage timings"; cat $(BUILD)/stages.txt 2>/dev/null || true

@@ -48,7 +48,8 @@ c-debug)
 rust-debug)
 	frags=("$TOP/arch/x86/configs/unwind_test.config" "$TOP/kunit/.kunitconfig"
 		"$TOP/arch/x86/configs/unwind_rust.config"
-		"$TOP/arch/x86/configs/unwind_debug.config")
+		"$TOP/arch/x86/configs/unwind_debug.config"
+		"$TOP/arch/x86/configs/unwind_rust_debug.config")
 	;;
 *) die "unknown variant $variant" ;;
 esac

@@ -19,8 +19,9 @@ for d in kernel-c kernel-rust perf linux; do
 	[ -e "$KERNELS/$d" ] || die "no $KERNELS/$d: build the kernels first (make kernel-rust perf)"
 	ln -sfn "$KERNELS/$d" "$BUILD/$d"
 done
-# The benchmark kernels too, where built (VARIANT c-bench or rust-bench).
-for d in kernel-c-bench kernel-rust-bench; do
+# The benchmark and debug kernels too, where built (VARIANT c-bench,
+# rust-bench, c-debug, rust-debug).
+for d in kernel-c-bench kernel-rust-bench kernel-c-debug kernel-rust-debug; do
 	if [ -e "$KERNELS/$d" ]; then ln -sfn "$KERNELS/$d" "$BUILD/$d"; fi
 done
 # The selftests' Makefile includes ../lib.mk: give it one.

@@ -55,6 +55,10 @@ pick_accel() {
 	echo "$verdict" | tee "$cached"
 }
 
+# Debug kernels: a WARN (KASAN, UBSAN, lockdep, debug objects report
+# through it) stops the guest there and then.
+case $variant in *-debug) GUEST_APPEND="panic_on_warn=1 ${GUEST_APPEND:-}" ;; esac
+
 accel=$(pick_accel)
 LOG=$BUILD/logs/$variant-$job.log
 log "guest: kernel-$variant job=$job smp=$SMP accel=$accel timeout=${TIMEOUT}s -> $LOG"

@@ -39,6 +39,11 @@ pub(crate) const MAX_ENTRIES: usize =
 /// Size of a cache: one page.
 const CACHE_SIZE: usize = size_of::<bindings::unwind_cache>() + MAX_ENTRIES * size_of::<u64>();
 
+/// With `CONFIG_UNWIND_USER_RUST_POISON`, the byte a new cache's entries are
+/// filled with (the slab poison byte), so that an entry no walk wrote shows
+/// up as `0x6b6b6b6b6b6b6b6b` in any record that carries it.
+const POISON_BYTE: u8 = 0x6b;
+
 /// How a cache is allocated and freed: one page of words.
 const CACHE_LAYOUT: Layout = Layout::new::<[u64; CACHE_SIZE / size_of::<u64>()]>();
 
@@ -67,6 +72,18 @@ impl<'a> CurrentCache<'a> {
             // Zeroed bytes are a valid empty cache: all fields are integers.
             let page = Kmalloc::alloc(CACHE_LAYOUT, GFP_KERNEL | __GFP_ZERO, NumaNode::NO_NODE)?;
             p = page.as_ptr().cast();
+            if cfg!(CONFIG_UNWIND_USER_RUST_POISON) {
+                // SAFETY: `p` is a fresh allocation of `CACHE_LAYOUT`, whose
+                // flexible array holds `MAX_ENTRIES` words after the header;
+                // nothing else refers to it yet.
+                unsafe {
+                    core::ptr::write_bytes(
+                        (&raw mut (*p).entries).cast::<u64>(),
+                        POISON_BYTE,
+                        MAX_ENTRIES,
+                    )
+                };
+            }
             current.set_cache_ptr(p);
         }
         // INVARIANT: `p` is current's cache, non-null.

@@ -161,8 +161,20 @@ static void parse_deferred(struct cur *c, struct dc_log *log, int ring,
 		return;
 	}
 	d->nr = nr;
-	for (uint64_t i = 0; i < nr; i++)
+	for (uint64_t i = 0; i < nr; i++) {
 		d->ips[i] = get64(c);
+		/*
+		 * The Rust debug kernel fills new unwind caches with the slab
+		 * poison byte (CONFIG_UNWIND_USER_RUST_POISON): an entry no
+		 * walk wrote.  Every test fails on a malformed record.
+		 */
+		if (d->ips[i] == DC_CACHE_POISON) {
+			fprintf(stderr, "# record cookie %#llx entry %llu of %llu is the cache poison\n",
+				(unsigned long long)d->cookie, (unsigned long long)i,
+				(unsigned long long)nr);
+			log->malformed++;
+		}
+	}
 	/* sample_id_all trailer: TID, TIME (the attr's sample_type order) */
 	if (dc_sample_id_all) {
 		get_pid_tid(c, &d->pid, &d->tid);

@@ -21,6 +21,9 @@
 /* Highest user address on x86_64 (TASK_SIZE_MAX with 4-level paging). */
 #define DC_USER_MAX	0x00007ffffffff000ULL
 
+/* What CONFIG_UNWIND_USER_RUST_POISON fills a new unwind cache with. */
+#define DC_CACHE_POISON	0x6b6b6b6b6b6b6b6bULL
+
 struct dc_sample {
 	uint32_t pid, tid;
 	uint64_t time, ip;

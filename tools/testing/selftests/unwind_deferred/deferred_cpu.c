@@ -17,11 +17,14 @@
  * records all the same; upstream 7.3 writes them none (is_sb_event()
  * ignores defer_output), the Rust unwinder's kernel counts defer_output.
  *
- * A child makes NR_READS long reads of /dev/zero (one long kernel entry
- * each) while the test moves it from CPU to CPU every HOP_MS with
- * sched_setaffinity(): the stopper migrates it in the middle of a read,
- * so a read sampled on one CPU returns to user space, and runs its
- * deferred unwind, on another.  Checked:
+ * A child makes long reads of /dev/zero (one long kernel entry each) while
+ * the test moves it from CPU to CPU every HOP_MS with sched_setaffinity():
+ * the stopper migrates it in the middle of a read, so a read sampled on
+ * one CPU returns to user space, and runs its deferred unwind, on
+ * another.  How many reads is measured, not timed: the child reads until
+ * MIN_MIGRATED of its reads ended on another CPU than they began on
+ * (getcpu before and after each), at least MIN_READS and at most
+ * MAX_READS, so a faster machine (shorter reads) reads more.  Checked:
  * - every sample of the child ends with PERF_CONTEXT_USER_DEFERRED and a
  *   cookie, and exactly one deferred record of its pid/tid and cookie
  *   exists, searched across the rings of all CPUs; every record of the
@@ -58,7 +61,9 @@
 #include "../kselftest.h"
 #include "dc_util.h"
 
-#define NR_READS	8
+#define MIN_READS	4
+#define MAX_READS	4000
+#define MIN_MIGRATED	3
 #define READ_SIZE	(8 << 20)
 #define PERIOD_NS	250000	/* 4 kHz per CPU */
 #define RING_PAGES	512
@@ -73,16 +78,26 @@ static const char *const chain[] = { "hop_leaf", "run_child", DC_MAIN_FRAMES };
 struct reads {
 	int fd;
 	char *buf;
+	struct { int reads, migrated; } *done;	/* shared with the parent */
 };
 
 __attribute__((noinline)) int hop_leaf(struct reads *r)
 {
+	unsigned int before, after;
 	int bad = 0;
 
 	DC_KEEP_FRAME();
-	for (int i = 0; i < NR_READS; i++) {
-		long ret = dc_syscall3(__NR_read, r->fd, (long)r->buf, READ_SIZE);
+	for (int i = 0; i < MAX_READS; i++) {
+		long ret;
+
+		dc_syscall3(__NR_getcpu, (long)&before, 0, 0);
+		ret = dc_syscall3(__NR_read, r->fd, (long)r->buf, READ_SIZE);
+		dc_syscall3(__NR_getcpu, (long)&after, 0, 0);
 		bad += ret != READ_SIZE;
+		r->done->reads = i + 1;
+		r->done->migrated += before != after;
+		if (i + 1 >= MIN_READS && r->done->migrated >= MIN_MIGRATED)
+			break;
 	}
 	return bad;
 }
@@ -165,7 +180,9 @@ int main(void)
 	r.fd = open("/dev/zero", O_RDONLY);
 	r.buf = mmap(NULL, READ_SIZE, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (r.fd < 0 || r.buf == MAP_FAILED || pipe(go))
+	r.done = mmap(NULL, sizeof(*r.done), PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (r.fd < 0 || r.buf == MAP_FAILED || r.done == MAP_FAILED || pipe(go))
 		ksft_exit_fail_msg("set-up: %s\n", strerror(errno));
 	open_events();
 
@@ -310,6 +327,8 @@ int main(void)
 		}
 	}
 
+	ksft_print_msg("%d reads, %d of them migrated mid-read\n", r.done->reads,
+		       r.done->migrated);
 	ksft_print_msg("%zu hops; samples %zu (child %zu, kernel threads/idle %zu, other user tasks %zu, exited tasks %zu), deferred records %zu (child %zu)\n",
 		       hops, log.nr_samples, child, kthread, user_other, gone,
 		       log.nr_deferred, cookies + orphan);
@@ -327,9 +346,9 @@ int main(void)
 			 "every child sample's cookie has exactly one deferred record across the %d CPUs' rings (%zu missing, %zu duplicated, %zu in the final stop), every child record (%zu) has a sample (%zu not), is MISC_USER with user addresses (%zu bad)\n",
 			 nr_cpus, missing, dup, stopping, cookies + orphan, orphan,
 			 bad_rec);
-	ksft_test_result(hops && cross && split,
-			 "after %zu hops, %zu samples (of %zu cookies) are matched by a record in another CPU's ring\n",
-			 hops, cross, split);
+	ksft_test_result(hops && r.done->migrated >= MIN_MIGRATED && cross && split,
+			 "after %zu hops (%d reads migrated mid-read), %zu samples (of %zu cookies) are matched by a record in another CPU's ring\n",
+			 hops, r.done->migrated, cross, split);
 	ksft_test_result(leaf && leaf_ok == leaf,
 			 "user stack of all %zu read records is exactly hop_leaf <- run_child <- main <- __libc_start_call_main (%zu exact)\n",
 			 leaf, leaf_ok);

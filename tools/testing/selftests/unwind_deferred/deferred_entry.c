@@ -103,9 +103,18 @@ static void one_record_per_entry(void)
 		long idx, n;
 		bool first = true, leaf_entry;
 
-		if (!s->ends_deferred || !dc_kernel_stack_has(s, "ksys_read"))
+		if (!dc_kernel_stack_has(s, "ksys_read"))
 			continue;
 		in_reads++;
+		/* Every sample of the task is deferred: none may lack a cookie. */
+		if (!s->ends_deferred || !s->cookie) {
+			if (bad++ < 3) {
+				ksft_print_msg("sample %zu of %zu in a read has no cookie\n",
+					       i + 1, log.nr_samples);
+				dc_print_merged(s, NULL);
+			}
+			continue;
+		}
 		idx = dc_find_deferred(&log, s->pid, s->tid, s->cookie, &n);
 		if (n != 1) {
 			if (bad++ < 3) {
@@ -135,7 +144,7 @@ static void one_record_per_entry(void)
 		       log.nr_samples, in_reads, cookies,
 		       (unsigned long long)max_per_cookie, log.nr_deferred);
 	ksft_test_result(in_reads && cookies <= NR_READS + 1 && max_per_cookie >= 5 && !bad,
-			 "%zu samples inside %d long reads (+ the start pipe's) carry %zu cookies (<= %d), up to %llu samples per read, exactly one deferred record per cookie (%zu not)\n",
+			 "%zu samples inside %d long reads (+ the start pipe's) carry %zu cookies (<= %d), up to %llu samples per read, each with a cookie and exactly one deferred record for it (%zu not)\n",
 			 in_reads, NR_READS, cookies, NR_READS + 1,
 			 (unsigned long long)max_per_cookie, bad);
 	dc_log_free(&log);
@@ -202,9 +211,9 @@ static __attribute__((noinline)) void attr_bits(void)
 	};
 	size_t n_user = 0, bad_user = 0, n_kern = 0, bad_kern = 0, matched = 0, last = 0;
 	size_t n_max = 0, bad_max = 0, long_rec = 0, rec_max = 0;
+	size_t max_leaf = 0, max_norec = 0, max_stop = 0;
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
-	int where;
 
 	/* exclude_callchain_user: no user part, no cookie, no record. */
 	dc_attr_init(&attr, 250000, true);
@@ -259,21 +268,45 @@ static __attribute__((noinline)) void attr_bits(void)
 	if (dc_profile_child(short_workload, NULL, &attr, 256, &log) < 0)
 		ksft_exit_fail_msg("profiling: sample_max_stack\n");
 	for (size_t i = 0; i < log.nr_samples; i++) {
+		struct dc_sample *s = &log.samples[i];
+		long cnt;
+
 		n_max++;
-		bad_max += log.samples[i].nr_kernel > 2 || !log.samples[i].ends_deferred;
+		bad_max += s->nr_kernel > 2 || !s->ends_deferred;
+		/* Every cookie its record, but the final stop's (see above). */
+		if (s->ends_deferred &&
+		    (dc_find_deferred(&log, s->pid, s->tid, s->cookie, &cnt) < 0 || cnt != 1)) {
+			if (!cnt && dc_in_final_stop(&log, s))
+				max_stop++;
+			else
+				max_norec++;
+		}
 	}
+	/*
+	 * Every record of the leaf, not just one, is the whole chain with
+	 * its length (without workload_c at the leaf's frameless entry/exit).
+	 */
 	for (size_t i = 0; i < log.nr_deferred; i++) {
 		struct dc_deferred *d = &log.deferred[i];
+		bool frameless;
+		int r;
 
 		if (d->nr > rec_max)
 			rec_max = d->nr;
-		long_rec += dc_stack_is(d->ips, d->nr, want,
-					sizeof(want) / sizeof(want[0]), &where);
+		r = dc_check_leaf_record(d, "workload_leaf", want,
+					 sizeof(want) / sizeof(want[0]), &frameless);
+		max_leaf += r >= 0;
+		long_rec += r == 1;
+		if (!r && max_leaf - long_rec == 1)
+			dc_print_merged(&(struct dc_sample){ .pid = d->pid, .tid = d->tid,
+					.cookie = d->cookie }, d);
 	}
-	ksft_print_msg("sample_max_stack 2: %zu samples, %zu with more than 2 kernel entries, %zu records, %zu of them the whole workload chain, longest %zu entries\n",
-		       n_max, bad_max, log.nr_deferred, long_rec, rec_max);
-	ksft_test_result(n_max && !bad_max && long_rec,
-			 "sample_max_stack 2: samples keep at most 2 kernel entries, deferred records the whole user stack (%zu with the full workload chain, up to %zu entries)\n",
+	ksft_print_msg("sample_max_stack 2: %zu samples, %zu with more than 2 kernel entries, %zu without their record (%zu more of the final stop's entry), %zu records, %zu in the leaf, %zu of them the whole workload chain, longest %zu entries\n",
+		       n_max, bad_max, max_norec, max_stop, log.nr_deferred, max_leaf,
+		       long_rec, rec_max);
+	ksft_test_result(n_max && !bad_max && !max_norec && max_leaf * 2 >= log.nr_deferred &&
+			 long_rec == max_leaf,
+			 "sample_max_stack 2: samples keep at most 2 kernel entries, every cookie has its record, all %zu leaf records are the whole user stack (up to %zu entries)\n",
 			 long_rec, rec_max);
 	dc_log_free(&log);
 }

@@ -45,6 +45,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../kselftest.h"
@@ -56,7 +57,16 @@
 #define DUMP_SIZE	(48 << 20)
 #define NR_EXECS	20
 #define NR_FORKS	8
-#define DUMP_PERIOD_NS	10000000	/* 100 Hz once the dump is near */
+/*
+ * The period once the dump is near: about 1/30 of the time the machine
+ * takes to write DUMP_SIZE bytes to /tmp (measured first, dump_period()),
+ * so the dump gets a few dozen samples however fast the machine is,
+ * between 1 and 10 ms, so that a sample before the dump (a few
+ * microseconds between kill() and get_signal()) stays rare.
+ */
+#define DUMP_PERIOD_MIN_NS	1000000
+#define DUMP_PERIOD_MAX_NS	10000000
+static uint64_t dump_period_ns = DUMP_PERIOD_MAX_NS;
 /* Lowest kernel address on x86_64. */
 #define DC_KERNEL_MIN	0xffff800000000000ULL
 
@@ -287,7 +297,7 @@ pid_t profile(void (*fn)(void *), void *arg, struct perf_event_attr *attr,
 		for (int i = 0; i < nfd; i++)
 			dc_ring_drain(&ring[i], log);
 		if (h && h->ready && !h->go) {
-			uint64_t period = DUMP_PERIOD_NS;
+			uint64_t period = dump_period_ns;
 
 			if (ioctl(fd[0], PERF_EVENT_IOC_PERIOD, &period))
 				ksft_print_msg("PERF_EVENT_IOC_PERIOD: %s\n", strerror(errno));
@@ -348,18 +358,47 @@ static uint64_t last_cookie(const struct dc_log *log, uint32_t tid)
 	return cookie;
 }
 
+/* Is this the upstream C kernel (the guest's variant=c or c-debug)? */
+static bool c_kernel(void)
+{
+	static int c = -1;
+	char line[1024] = "";
+	FILE *f;
+
+	if (c < 0) {
+		f = fopen("/proc/cmdline", "r");
+		if (f) {
+			if (!fgets(line, sizeof(line), f))
+				line[0] = '\0';
+			fclose(f);
+		}
+		c = strstr(line, "variant=c") != NULL;
+	}
+	return c;
+}
+
 /*
- * The common checks: every sample with a cookie (except those of a task's
- * last entry, which ends in do_exit(), counted in *exiting) has exactly
- * one record of its own pid/tid;
- * samples without a cookie are all in the exit path; no record is orphaned
- * or duplicated.  Returns the number of violations and prints the first.
+ * The common checks: every sample with a cookie has exactly one record of
+ * its own pid/tid, except, counted in *excused, a sample of its task's
+ * last entry (its latest cookie) that has no record because the record
+ * could not reach the event:
+ *   - on the way into the harness's signal stop, after the entry's
+ *     task_work ran (the signal code on its kernel stack): the record is
+ *     due at the next return to user space, and the harness disables the
+ *     event and kills the task first (both kernels);
+ *   - in the exit path (do_exit on its kernel stack), on upstream C only:
+ *     the task's events are detached before its pending unwind runs
+ *     (README, "Deviations"); the Rust kernel has no such excuse.
+ * Samples without a cookie are all in the exit path (counted in *exiting:
+ * a request of an exiting task is refused); no record is orphaned or
+ * duplicated.  Returns the number of violations and prints the first.
  */
-static size_t check_cookies(struct dc_log *log, size_t *matched, size_t *exiting)
+static size_t check_cookies(struct dc_log *log, size_t *matched, size_t *exiting,
+			    size_t *excused)
 {
 	size_t bad = 0;
 
-	*matched = *exiting = 0;
+	*matched = *exiting = *excused = 0;
 	for (size_t i = 0; i < log->nr_samples; i++) {
 		struct dc_sample *s = &log->samples[i];
 		long idx, n;
@@ -382,15 +421,10 @@ static size_t check_cookies(struct dc_log *log, size_t *matched, size_t *exiting
 			(*matched)++;
 			continue;
 		}
-		/*
-		 * A task's last entry ends in do_exit(): its unwind may be
-		 * pending at exit, test 1's subject.  That is the entry that
-		 * exits, or the one in which a task stops itself (the kernel
-		 * stack shows the signal code; the harness then kills it).
-		 */
 		if (n == 0 && s->cookie == last_cookie(log, s->tid) &&
-		    (in_exit_path(s) || in_signal_path(s))) {
-			(*exiting)++;
+		    (c_kernel() ? in_exit_path(s) || in_signal_path(s) :
+				  in_signal_path(s) && !in_exit_path(s))) {
+			(*excused)++;
 			continue;
 		}
 		if (bad++ < 3) {
@@ -439,6 +473,38 @@ static bool has_any(const struct dc_sample *s, const char *const *names)
 	return false;
 }
 
+/* Time a DUMP_SIZE write to /tmp and derive the dump's sampling period. */
+static void dump_period(void)
+{
+	struct timespec a, b;
+	uint64_t ns;
+	char *mem;
+	int fd;
+
+	mem = mmap(NULL, DUMP_SIZE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	fd = open("/tmp/dc_dump_probe", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (mem == MAP_FAILED || fd < 0)
+		ksft_exit_fail_msg("dump probe: %s\n", strerror(errno));
+	memset(mem, 1, DUMP_SIZE);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	if (write(fd, mem, DUMP_SIZE) != DUMP_SIZE)
+		ksft_exit_fail_msg("dump probe write: %s\n", strerror(errno));
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	close(fd);
+	unlink("/tmp/dc_dump_probe");
+	munmap(mem, DUMP_SIZE);
+	ns = (b.tv_sec - a.tv_sec) * 1000000000ULL + b.tv_nsec - a.tv_nsec;
+	dump_period_ns = ns / 30;
+	if (dump_period_ns < DUMP_PERIOD_MIN_NS)
+		dump_period_ns = DUMP_PERIOD_MIN_NS;
+	if (dump_period_ns > DUMP_PERIOD_MAX_NS)
+		dump_period_ns = DUMP_PERIOD_MAX_NS;
+	ksft_print_msg("writing %d MiB to /tmp took %llu us: the dump is sampled every %llu us\n",
+		       DUMP_SIZE >> 20, (unsigned long long)ns / 1000,
+		       (unsigned long long)dump_period_ns / 1000);
+}
+
 static __attribute__((noinline)) void exit_with_pending_unwind(void)
 {
 	static const char *const want[] = {
@@ -461,6 +527,7 @@ static __attribute__((noinline)) void exit_with_pending_unwind(void)
 	if (h == MAP_FAILED)
 		ksft_exit_fail_msg("mmap: %s\n", strerror(errno));
 	h->ready = h->go = 0;
+	dump_period();
 	pid = profile(dump_child, (void *)h, &attr, &log, 0, &st, h);
 	munmap((void *)h, sizeof(*h));
 	unlink("/tmp/core");
@@ -521,7 +588,7 @@ static __attribute__((noinline)) void killed_in_syscall(void)
 		"read_leaf", "kill_child", "profile", "killed_in_syscall",
 		DC_MAIN_FRAMES
 	};
-	size_t matched, exiting, bad, in_read = 0, stack_bad = 0;
+	size_t matched, exiting, excused, bad, in_read = 0, stack_bad = 0;
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
 	int st = 0, where;
@@ -531,7 +598,7 @@ static __attribute__((noinline)) void killed_in_syscall(void)
 	pid = profile(kill_child, NULL, &attr, &log, 20, &st, NULL);
 	if (pid < 0)
 		ksft_exit_fail_msg("profiling the killed task: %s\n", strerror(-pid));
-	bad = check_cookies(&log, &matched, &exiting);
+	bad = check_cookies(&log, &matched, &exiting, &excused);
 	for (size_t i = 0; i < log.nr_samples; i++) {
 		struct dc_sample *s = &log.samples[i];
 		long idx, n;
@@ -546,13 +613,13 @@ static __attribute__((noinline)) void killed_in_syscall(void)
 		    !stack_bad++)
 			dc_print_merged(s, &log.deferred[idx]);
 	}
-	ksft_print_msg("SIGKILL: %zu samples, %zu in read, %zu matched, %zu in the exit path, %zu deferred records, %zu violations, %zu wrong stacks\n",
-		       log.nr_samples, in_read, matched, exiting, log.nr_deferred,
-		       bad, stack_bad);
+	ksft_print_msg("SIGKILL: %zu samples, %zu in read, %zu matched, %zu in the exit path without a cookie, %zu of a last entry without a record (excused), %zu deferred records, %zu violations, %zu wrong stacks\n",
+		       log.nr_samples, in_read, matched, exiting, excused,
+		       log.nr_deferred, bad, stack_bad);
 	ksft_test_result(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && in_read >= 10 &&
 			 !bad && !stack_bad,
-			 "SIGKILL in a long read: %zu samples in read, every cookie has one record of its task (%zu matched, %zu exiting without), stacks exactly read_leaf <- kill_child <- profile <- killed_in_syscall <- main <- __libc_start_call_main\n",
-			 in_read, matched, exiting);
+			 "SIGKILL in a long read: %zu samples in read, every cookie has one record of its task (%zu matched, %zu excused), stacks exactly read_leaf <- kill_child <- profile <- killed_in_syscall <- main <- __libc_start_call_main\n",
+			 in_read, matched, excused);
 	dc_log_free(&log);
 }
 
@@ -562,7 +629,7 @@ static void exec_chain(void)
 		"__x64_sys_execve", "do_execveat_common", "bprm_execve",
 		"load_elf_binary", "begin_new_exec", NULL
 	};
-	size_t matched, exiting, bad, in_exec = 0, entry_only = 0;
+	size_t matched, exiting, excused, bad, in_exec = 0, entry_only = 0;
 	uint64_t start, start_size;
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
@@ -576,7 +643,7 @@ static void exec_chain(void)
 	pid = profile(exec_child, NULL, &attr, &log, 0, &st, NULL);
 	if (pid < 0)
 		ksft_exit_fail_msg("profiling the exec chain: %s\n", strerror(-pid));
-	bad = check_cookies(&log, &matched, &exiting);
+	bad = check_cookies(&log, &matched, &exiting, &excused);
 	for (size_t i = 0; i < log.nr_samples; i++) {
 		struct dc_sample *s = &log.samples[i];
 		struct dc_deferred *d;
@@ -596,9 +663,9 @@ static void exec_chain(void)
 			dc_print_merged(s, d);
 		}
 	}
-	ksft_print_msg("exec: %zu samples, %zu in execve, %zu of them reported with the new image's entry point only, %zu matched, %zu in the exit path, %zu deferred records, %zu violations\n",
+	ksft_print_msg("exec: %zu samples, %zu in execve, %zu of them reported with the new image's entry point only, %zu matched, %zu in the exit path without a cookie, %zu of a last entry without a record (excused), %zu deferred records, %zu violations\n",
 		       log.nr_samples, in_exec, entry_only, matched, exiting,
-		       log.nr_deferred, bad);
+		       excused, log.nr_deferred, bad);
 	ksft_test_result(in_exec >= 3 && entry_only == in_exec && !bad,
 			 "exec: %zu samples inside %d execve() calls each get one record at the first return to user space: the new image's _start alone (%zu did)\n",
 			 in_exec, NR_EXECS, entry_only);
@@ -612,7 +679,7 @@ static __attribute__((noinline)) void fork_children(void)
 		DC_MAIN_FRAMES
 	};
 	static const char *const in_fork[] = { "kernel_clone", "copy_process", NULL };
-	size_t matched, exiting, bad, forks = 0, fork_ok = 0, child = 0;
+	size_t matched, exiting, excused, bad, forks = 0, fork_ok = 0, child = 0;
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
 	uint32_t tids[NR_FORKS + 1];
@@ -625,7 +692,7 @@ static __attribute__((noinline)) void fork_children(void)
 	pid = profile(fork_parent, NULL, &attr, &log, 0, &st, NULL);
 	if (pid < 0)
 		ksft_exit_fail_msg("profiling fork: %s\n", strerror(-pid));
-	bad = check_cookies(&log, &matched, &exiting);
+	bad = check_cookies(&log, &matched, &exiting, &excused);
 	for (size_t i = 0; i < log.nr_samples; i++) {
 		struct dc_sample *s = &log.samples[i];
 		bool seen = false;
@@ -648,9 +715,9 @@ static __attribute__((noinline)) void fork_children(void)
 		else if (forks - fork_ok == 1)
 			dc_print_merged(s, idx >= 0 ? &log.deferred[idx] : NULL);
 	}
-	ksft_print_msg("fork: %zu samples from %zu tasks, %zu of children with a cookie, %zu in fork() (%zu with exactly fork_leaf <- fork_parent <- profile <- fork_children <- main <- __libc_start_call_main), %zu matched, %zu in the exit path, %zu deferred records, %zu violations\n",
+	ksft_print_msg("fork: %zu samples from %zu tasks, %zu of children with a cookie, %zu in fork() (%zu with exactly fork_leaf <- fork_parent <- profile <- fork_children <- main <- __libc_start_call_main), %zu matched, %zu in the exit path without a cookie, %zu of a last entry without a record (excused), %zu deferred records, %zu violations\n",
 		       log.nr_samples, ntids, child, forks, fork_ok, matched,
-		       exiting, log.nr_deferred, bad);
+		       exiting, excused, log.nr_deferred, bad);
 	/*
 	 * The parent spends most of its time in fork() (it copies the page
 	 * tables of 48 MiB of touched memory), so every run has hundreds of

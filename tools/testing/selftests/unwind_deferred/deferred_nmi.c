@@ -241,12 +241,17 @@ __attribute__((noinline)) void kernel_phase(const char *buf)
 	NO_TAIL();
 }
 
+/*
+ * Whole records: the walk ends at start_thread, as for every thread of
+ * these static binaries (see DC_THREAD_FRAMES in dc_util.h).
+ */
 static const char *const user_chain[] = {
-	"user_leaf", "user_phase", "target_loop"
+	"user_leaf", "user_phase", "target_loop", "target_main", "start_thread"
 };
 static const char *const spin_chain[] = {
-	"spin_leaf", "kernel_phase", "target_loop"
+	"spin_leaf", "kernel_phase", "target_loop", "target_main", "start_thread"
 };
+#define NR_CHAIN 5
 
 struct target_arg {
 	unsigned int ms;	/* CPU time to run */
@@ -292,8 +297,7 @@ static bool user_addrs_only(const struct cb *c)
 	return true;
 }
 
-/* 1 exact, 0 wrong, -1 not in @leaf.  (The chain ends at target_loop: the
- * frames below it are the thread start code of the C library.) */
+/* 1 exact (the whole record, with its length), 0 wrong, -1 not in @leaf. */
 static int check_stack(const struct cb *c, const char *const *chain, int n)
 {
 	struct dc_deferred d = { .nr = c->nr };
@@ -302,7 +306,7 @@ static int check_stack(const struct cb *c, const char *const *chain, int n)
 	memcpy(d.ips, c->ips, sizeof(c->ips));
 	if (d.nr > 32)
 		d.nr = 32;
-	return dc_check_leaf_stack(&d, chain[0], chain, n, &frameless);
+	return dc_check_leaf_record(&d, chain[0], chain, n, &frameless);
 }
 
 /* ---- sorted views, so that 10^5 records check in O(n log n) ---- */
@@ -489,13 +493,26 @@ static void check_run(uint32_t tid, struct verdict *v,
 		if (!user_addrs_only(c))
 			v->kernel_addr++;
 		if (kind == L_SPIN) {
-			ok = check_stack(c, spin_chain, 3);
+			ok = check_stack(c, spin_chain, NR_CHAIN);
 			v->spin_exact += ok == 1;
 			v->spin_bad += ok != 1;
 		} else if (kind == L_IRQ || kind == L_NMI) {
-			ok = check_stack(c, user_chain, 3);
+			ok = check_stack(c, user_chain, NR_CHAIN);
 			v->user_exact += ok == 1;
 			v->user_bad += ok == 0;
+		} else {
+			continue;
+		}
+		if (ok != 1 && v->spin_bad + v->user_bad == 1) {
+			ksft_print_msg("first wrong stack (%s, %u entries):\n",
+				       kind == L_SPIN ? "spin" : "user mode", c->nr);
+			for (uint32_t k = 0; k < c->nr && k < 32; k++) {
+				uint64_t off;
+				const char *n = dc_sym(k ? c->ips[k] - 1 : c->ips[k], &off);
+
+				ksft_print_msg("  %#llx %s\n", (unsigned long long)c->ips[k],
+					       n ? n : "?");
+			}
 		}
 	}
 

@@ -22,8 +22,18 @@
  *   sessions in time order, a cookie never comes back once another
  *   cookie was seen (one cookie per entry, entries do not overlap); the
  *   records of a cookie in the two sessions are identical;
+ * - every long read is one kernel entry with one cookie, and no other
+ *   entry has it: the child stamps CLOCK_MONOTONIC around each read,
+ *   both sessions' events time their samples by the same clock
+ *   (use_clockid), and the samples taken inside a read (ksys_read on
+ *   their kernel stack) of both sessions must carry that read's single
+ *   cookie, a different one for every read;
  * - every record of the child, in either session, has a sample in one
- *   of them.
+ *   of them.  A session also receives the records of cookies only the
+ *   other session sampled (a record reaches every event of the task that
+ *   asked for deferred output, whichever session's sample requested the
+ *   unwind): counted, and each of them must have its sample in the other
+ *   session.
  * The child stops itself (SIGSTOP) before the events are disabled; see
  * deferred_task.c.
  */
@@ -58,7 +68,16 @@
 struct reads {
 	int fd;
 	char *buf;
+	uint64_t *stamps;	/* shared: CLOCK_MONOTONIC before, after read i */
 };
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 __attribute__((noinline)) int sessions_read_leaf(struct reads *r)
 {
@@ -66,7 +85,11 @@ __attribute__((noinline)) int sessions_read_leaf(struct reads *r)
 
 	DC_KEEP_FRAME();
 	for (int i = 0; i < NR_READS; i++) {
-		long ret = dc_syscall3(__NR_read, r->fd, (long)r->buf, READ_SIZE);
+		long ret;
+
+		r->stamps[2 * i] = mono_ns();
+		ret = dc_syscall3(__NR_read, r->fd, (long)r->buf, READ_SIZE);
+		r->stamps[2 * i + 1] = mono_ns();
 		bad += ret != READ_SIZE;
 	}
 	return bad;
@@ -100,12 +123,16 @@ static void open_sessions(pid_t pid)
 	int err;
 
 	dc_attr_init(&attr, PERIOD_A_NS, true);
+	attr.use_clockid = 1;
+	attr.clockid = CLOCK_MONOTONIC;
 	err = dc_ring_open(&sa.rings[0], &attr, pid, -1, RING_PAGES, 0);
 	if (err)
 		ksft_exit_fail_msg("session A: %s\n", strerror(-err));
 	sa.nr_rings = 1;
 
 	dc_attr_init(&attr, PERIOD_B_NS, true);
+	attr.use_clockid = 1;
+	attr.clockid = CLOCK_MONOTONIC;
 	attr.comm = 1;
 	for (int i = 0; i < nr_cpus; i++) {
 		err = dc_ring_open(&sb.rings[i], &attr, -1, cpus[i], RING_PAGES, i);
@@ -255,10 +282,80 @@ static size_t order_violations(pid_t pid, size_t *interleaved)
 	return bad;
 }
 
+/*
+ * The samples of both sessions taken inside the child's reads: each must
+ * fall inside one read's stamps and carry that read's cookie, one per
+ * read, a different one per read.  Returns the violations; *sampled is
+ * the number of reads with samples.
+ */
+static size_t read_entries(pid_t pid, const uint64_t *stamps, size_t *sampled,
+			   size_t *in_reads)
+{
+	const struct session *ss[2] = { &sa, &sb };
+	uint64_t cookie[NR_READS] = { 0 }, leaf, leaf_size;
+	size_t bad = 0;
+
+	leaf = dc_sym_addr("sessions_read_leaf", &leaf_size);
+	*sampled = *in_reads = 0;
+	for (int k = 0; k < 2; k++)
+		for (size_t i = 0; i < ss[k]->log.nr_samples; i++) {
+			const struct dc_sample *x = &ss[k]->log.samples[i];
+			const struct dc_deferred *d;
+			long idx, n;
+			int r;
+
+			if (x->pid != (uint32_t)pid || !x->cookie ||
+			    !dc_kernel_stack_has(x, "ksys_read"))
+				continue;
+			/*
+			 * One of the leaf's reads, by its record's first frame
+			 * (the child's read of its start pipe is in libc's
+			 * read()).  A sample without its record fails test 1.
+			 */
+			idx = dc_find_deferred((struct dc_log *)&ss[k]->log, x->pid, x->tid,
+					       x->cookie, &n);
+			if (idx < 0)
+				continue;
+			d = &ss[k]->log.deferred[idx];
+			if (!d->nr || d->ips[0] < leaf || d->ips[0] >= leaf + leaf_size)
+				continue;
+			(*in_reads)++;
+			for (r = 0; r < NR_READS; r++)
+				if (x->time >= stamps[2 * r] && x->time <= stamps[2 * r + 1])
+					break;
+			if (r == NR_READS) {
+				if (bad++ < 3) {
+					ksft_print_msg("%s: sample in read at %llu, inside no read's stamps:\n",
+						       ss[k]->name, (unsigned long long)x->time);
+					for (r = 0; r < NR_READS; r++)
+						ksft_print_msg("  read %d: %llu .. %llu\n", r,
+							       (unsigned long long)stamps[2 * r],
+							       (unsigned long long)stamps[2 * r + 1]);
+					dc_print_merged(x, NULL);
+				}
+				continue;
+			}
+			if (!cookie[r]) {
+				cookie[r] = x->cookie;
+				(*sampled)++;
+			} else if (cookie[r] != x->cookie && bad++ < 3) {
+				ksft_print_msg("%s: read %d has cookies %#llx and %#llx\n",
+					       ss[k]->name, r, (unsigned long long)cookie[r],
+					       (unsigned long long)x->cookie);
+			}
+		}
+	for (int a = 0; a < NR_READS; a++)
+		for (int b = a + 1; b < NR_READS; b++)
+			if (cookie[a] && cookie[a] == cookie[b] && bad++ < 3)
+				ksft_print_msg("reads %d and %d share cookie %#llx\n", a, b,
+					       (unsigned long long)cookie[a]);
+	return bad;
+}
+
 int main(void)
 {
 	size_t both = 0, differ = 0, orphan = 0, only_other[2] = { 0 };
-	size_t interleaved, bad_order;
+	size_t interleaved, bad_order, bad_reads, reads_sampled, in_reads;
 	int go[2], st;
 	struct reads r;
 	cpu_set_t set;
@@ -277,7 +374,9 @@ int main(void)
 	r.fd = open("/dev/zero", O_RDONLY);
 	r.buf = mmap(NULL, READ_SIZE, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (r.fd < 0 || r.buf == MAP_FAILED || pipe(go))
+	r.stamps = mmap(NULL, 2 * NR_READS * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (r.fd < 0 || r.buf == MAP_FAILED || r.stamps == MAP_FAILED || pipe(go))
 		ksft_exit_fail_msg("set-up: %s\n", strerror(errno));
 
 	pid = fork();
@@ -366,6 +465,7 @@ int main(void)
 		}
 	}
 	bad_order = order_violations(pid, &interleaved);
+	bad_reads = read_entries(pid, r.stamps, &reads_sampled, &in_reads);
 
 	for (int k = 0; k < 2; k++) {
 		struct session *s = k ? &sb : &sa;
@@ -377,8 +477,9 @@ int main(void)
 			       s->bad_ctx, s->stopping, only_other[k],
 			       (unsigned long long)s->log.lost);
 	}
-	ksft_print_msg("cookies seen by both sessions %zu (%zu with their samples interleaved in time), records differing %zu, samples out of entry order %zu, records with no sample in either %zu\n",
-		       both, interleaved, differ, bad_order, orphan);
+	ksft_print_msg("cookies seen by both sessions %zu (%zu with their samples interleaved in time), records differing %zu, samples out of entry order %zu, records with no sample in either %zu; %zu samples in %zu of %d reads, read/cookie violations %zu\n",
+		       both, interleaved, differ, bad_order, orphan, in_reads,
+		       reads_sampled, NR_READS, bad_reads);
 
 	for (int k = 0; k < 2; k++) {
 		struct session *s = k ? &sb : &sa;
@@ -399,12 +500,12 @@ int main(void)
 	ksft_test_result(both && !differ,
 			 "%zu cookies seen by both sessions, their records identical in both (%zu differ)\n",
 			 both, differ);
-	ksft_test_result(!bad_order,
-			 "both sessions' samples in time order: one cookie per kernel entry (%zu samples out of order, %zu shared cookies interleaved)\n",
-			 bad_order, interleaved);
+	ksft_test_result(!bad_order && !bad_reads && reads_sampled >= NR_READS / 2,
+			 "both sessions' samples in time order: one cookie per kernel entry (%zu samples out of order, %zu shared cookies interleaved); each of %zu sampled reads one cookie of its own (%zu violations)\n",
+			 bad_order, interleaved, reads_sampled, bad_reads);
 	ksft_test_result(!orphan,
-			 "every child record in either session has a sample in one of them (%zu not)\n",
-			 orphan);
+			 "every child record in either session has a sample in one of them (%zu not; A %zu and B %zu of them sampled only by the other session)\n",
+			 orphan, only_other[0], only_other[1]);
 
 	dc_rings_close(sa.rings, sa.nr_rings);
 	dc_rings_close(sb.rings, sb.nr_rings);
