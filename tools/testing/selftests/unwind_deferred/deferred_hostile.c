@@ -73,7 +73,7 @@
 #define WANT_LOOP_RECORDS	20	/* stop the loop once this many */
 #define MIN_LOOP_RECORDS	5	/* fewer: the case saw too little */
 #define MIN_RUN_MS		150
-#define MAX_RUN_MS		4000
+#define MAX_RUN_MS		6000
 #define CASE_TIMEOUT_MS		30000
 #define STOP_RETRIES		20
 #define UPROBE_CALLS		40
