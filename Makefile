@@ -23,8 +23,8 @@ DEMO_VARIANT ?= rust
 # The guest programs that `make check` requires (in /tests/list order).
 SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_threads \
 	deferred_cpu deferred_cpu_bare deferred_sessions deferred_exit \
-	deferred_lost deferred_nmi deferred_failslab deferred_bench deferred_bench_32 \
-	deferred_hostile deferred_hostile_32 perf_defer.sh
+	deferred_lost deferred_nmi deferred_failslab deferred_races deferred_bench \
+	deferred_bench_32 deferred_hostile deferred_hostile_32 perf_defer.sh
 export SELFTESTS
 # Tests that must fail on the upstream C kernel: the upstream 7.3 bugs the
 # Rust kernel fixes (see README, "Deviations").  guestlog.py counts them as

@@ -104,6 +104,7 @@ __attribute__((noinline)) void *thread_main(void *arg)
 	}
 	n = pread(nth, r->fail_nth, sizeof(r->fail_nth) - 1, 0);
 	r->fail_nth[n > 0 ? n : 0] = '\0';
+	r->fail_nth[strcspn(r->fail_nth, "\n")] = '\0';
 	/* Disarm, in case it was not consumed. */
 	if (write(nth, "0", 1) != 1)
 		ksft_print_msg("cannot disarm fail-nth: %s\n", strerror(errno));

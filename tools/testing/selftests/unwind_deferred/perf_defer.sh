@@ -50,8 +50,10 @@ skip_rest() {	# $1: tests of the mode still to report
 # documented limit of frame-pointer unwinding.  The leaf's size (for the
 # ret offset) comes from nm at build time.
 size=$(cat "$DIR/dc_workload.leaf-size")
-want=" workload_leaf workload_c workload_b workload_a workload main"
-want_fl=" workload_leaf workload_b workload_a workload main"
+# The whole merged user stack, where the walk ends: main and the frame it
+# returns to (see DC_MAIN_FRAMES in dc_util.h).
+want=" workload_leaf workload_c workload_b workload_a workload main __libc_start_call_main"
+want_fl=" workload_leaf workload_b workload_a workload main __libc_start_call_main"
 # The kernel frames of the exit path: a sample there either has no cookie
 # (PF_EXITING: perf unwinds the user stack in place) or, per task on
 # upstream 7.3, a cookie whose record is never written (the task's events
@@ -228,7 +230,7 @@ check_mode() {
 		leaf++
 		fl = off < 4 || off == size - 1
 		frameless += fl
-		if (index(s, fl ? want_fl : want) == 1) {
+		if (s == (fl ? want_fl : want)) {
 			exact++
 			if ($3 > 0) kleaf++
 		} else if (bad++ < 3) print "# bad (offset " off "):" s > "/dev/stderr"
@@ -301,10 +303,9 @@ check_mode() {
 	perf report -i "$D/perf.data" --stdio --no-inline --no-children \
 		--sort comm,dso,sym -g folded,0 >"$D/report.txt" 2>"$D/report.err"
 	awk -v comm=dc_workload -v fl_ok="$frameless" '
-	function starts(s, p) { return s == p || index(s, p ";") == 1 }
 	BEGIN {
-		full = "workload_leaf;workload_c;workload_b;workload_a;workload;main"
-		fl = "workload_leaf;workload_b;workload_a;workload;main"
+		full = "workload_leaf;workload_c;workload_b;workload_a;workload;main;__libc_start_call_main"
+		fl = "workload_leaf;workload_b;workload_a;workload;main;__libc_start_call_main"
 	}
 	/^#/ { next }
 	/^ +[0-9.]+%/ {
@@ -319,8 +320,8 @@ check_mode() {
 		chain = substr($0, index($0, " ") + 1)
 		if (inleaf) {
 			n++
-			if (starts(chain, full)) fullpct += p
-			else if (fl_ok && starts(chain, fl)) flpct += p
+			if (chain == full) fullpct += p
+			else if (fl_ok && chain == fl) flpct += p
 			else if (bad++ < 3) print "# report: workload_leaf " p "%: " chain > "/dev/stderr"
 			next
 		}
@@ -329,7 +330,7 @@ check_mode() {
 		kchains++
 		kpct += p
 		rest = substr(chain, i + 1)
-		if (!starts(rest, full) && !(fl_ok && starts(rest, fl)) && kbad++ < 3)
+		if (rest != full && !(fl_ok && rest == fl) && kbad++ < 3)
 			print "# report: kernel entry " p "%: " chain > "/dev/stderr"
 	}
 	END {
@@ -338,11 +339,11 @@ check_mode() {
 			kchains, kpct, kbad, (d < 0 ? -d : d) <= 0.01 * (n + 1)
 	}' "$D/report.txt" >"$D/rep.txt"
 	read -r found entry fullpct flpct nchains rbad kchains kpct kbad covered <"$D/rep.txt"
-	echo "# $MODE: perf report: workload_leaf $entry% in $nchains chains: $fullpct% workload_leaf <- workload_c <- workload_b <- workload_a <- workload <- main, $flpct% without workload_c (frameless), $rbad others; $kchains kernel chains entered from the leaf ($kpct%), $kbad not with the full chain"
+	echo "# $MODE: perf report: workload_leaf $entry% in $nchains chains: $fullpct% workload_leaf <- workload_c <- workload_b <- workload_a <- workload <- main <- __libc_start_call_main, $flpct% without workload_c (frameless), $rbad others; $kchains kernel chains entered from the leaf ($kpct%), $kbad not with the full chain"
 	if [ "$found" -eq 1 ] && [ "$rbad" -eq 0 ] && [ "$covered" -eq 1 ] &&
 		[ "$nchains" -gt 0 ] && [ "$kchains" -gt 0 ] && [ "$kbad" -eq 0 ] &&
 		awk -v f="$fullpct" 'BEGIN { exit !(f > 0) }'; then
-		ok "$MODE: perf report --no-children: workload_leaf ($entry%) and the $kchains kernel chains entered from it all attributed to workload_leaf <- workload_c <- workload_b <- workload_a <- workload <- main ($flpct% frameless)"
+		ok "$MODE: perf report --no-children: workload_leaf ($entry%) and the $kchains kernel chains entered from it all attributed to workload_leaf <- workload_c <- workload_b <- workload_a <- workload <- main <- __libc_start_call_main ($flpct% frameless)"
 	else
 		nok "$MODE: perf report --no-children: workload_leaf entries $found, $rbad bad chains of $nchains (full $fullpct% + frameless $flpct% vs $entry%), $kbad of $kchains kernel chains without the full user chain"
 	fi

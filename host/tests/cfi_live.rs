@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The CFI interpreter walking this very test's stack, as the kernel will
+//! walk a task's: each object's `.eh_frame_hdr` found from its
+//! `PT_GNU_EH_FRAME` program header (here through `dl_iterate_phdr()`),
+//! memory read fault-tolerantly (here through `/proc/self/mem`), one
+//! `cfi::step` per frame from the captured (ip, sp, fp).  The return
+//! addresses must equal those of libgcc's `_Unwind_Backtrace()`, frame for
+//! frame, to the end of the stack.  The test binary and Debian's libc are
+//! built without frame pointers, so a frame-pointer walk could not do this.
+
+#![cfg(all(target_arch = "x86_64", target_os = "linux"))]
+
+use std::ffi::{c_int, c_void};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use unwind_logic::cfi::{self, Frame, Step, UserBytes};
+use unwind_logic::walk::WordSize;
+
+/// `/proc/self/mem`: reads of unmapped addresses fail, never fault.
+struct SelfMem(File);
+
+impl UserBytes for SelfMem {
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        self.0.read_exact_at(buf, addr).ok()
+    }
+}
+
+#[repr(C)]
+struct Phdr {
+    p_type: u32,
+    p_flags: u32,
+    p_offset: u64,
+    p_vaddr: u64,
+    p_paddr: u64,
+    p_filesz: u64,
+    p_memsz: u64,
+    p_align: u64,
+}
+
+#[repr(C)]
+struct DlPhdrInfo {
+    dlpi_addr: u64,
+    dlpi_name: *const i8,
+    dlpi_phdr: *const Phdr,
+    dlpi_phnum: u16,
+}
+
+extern "C" {
+    fn dl_iterate_phdr(
+        cb: extern "C" fn(*mut DlPhdrInfo, usize, *mut c_void) -> c_int,
+        data: *mut c_void,
+    ) -> c_int;
+    fn _Unwind_Backtrace(
+        cb: extern "C" fn(*mut c_void, *mut c_void) -> c_int,
+        data: *mut c_void,
+    ) -> c_int;
+    fn _Unwind_GetIP(ctx: *mut c_void) -> usize;
+}
+
+const PT_LOAD: u32 = 1;
+const PT_GNU_EH_FRAME: u32 = 0x6474_e550;
+
+/// A loaded object: its executable ranges and its hdr.
+struct Obj {
+    text: Vec<(u64, u64)>,
+    hdr: Option<u64>,
+}
+
+extern "C" fn each_object(info: *mut DlPhdrInfo, _size: usize, data: *mut c_void) -> c_int {
+    // SAFETY: dl_iterate_phdr passes a valid info and our `data`.
+    let (info, objs) = unsafe { (&*info, &mut *(data as *mut Vec<Obj>)) };
+    let mut obj = Obj {
+        text: Vec::new(),
+        hdr: None,
+    };
+    for i in 0..usize::from(info.dlpi_phnum) {
+        // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
+        let ph = unsafe { &*info.dlpi_phdr.add(i) };
+        let start = info.dlpi_addr.wrapping_add(ph.p_vaddr);
+        match ph.p_type {
+            PT_LOAD if ph.p_flags & 1 != 0 => obj.text.push((start, start + ph.p_memsz)),
+            PT_GNU_EH_FRAME => obj.hdr = Some(start),
+            _ => {}
+        }
+    }
+    objs.push(obj);
+    0
+}
+
+extern "C" fn each_frame(ctx: *mut c_void, data: *mut c_void) -> c_int {
+    // SAFETY: `data` is our Vec; ctx is libgcc's context.
+    let (ips, ip) = unsafe { (&mut *(data as *mut Vec<u64>), _Unwind_GetIP(ctx)) };
+    ips.push(ip as u64);
+    0
+}
+
+/// The objects' hdrs by code range.
+fn objects() -> Vec<Obj> {
+    let mut objs: Vec<Obj> = Vec::new();
+    // SAFETY: the callback only reads what dl_iterate_phdr passes.
+    unsafe { dl_iterate_phdr(each_object, &mut objs as *mut Vec<Obj> as *mut c_void) };
+    objs
+}
+
+/// Walk the stack from (ip, sp, fp) with `cfi::step`: the return
+/// addresses, and how the walk ended.
+fn cfi_walk(objs: &[Obj], ip: u64, sp: u64, fp: u64) -> (Vec<u64>, String) {
+    let mut mem = SelfMem(File::open("/proc/self/mem").unwrap());
+    let mut f = Frame {
+        ip,
+        sp,
+        fp: Some(fp),
+        ip_is_return_address: false,
+    };
+    let mut ips = vec![ip];
+    for _ in 0..256 {
+        let pc = if f.ip_is_return_address {
+            f.ip - 1
+        } else {
+            f.ip
+        };
+        let Some(hdr) = objs
+            .iter()
+            .find(|o| o.text.iter().any(|&(s, e)| s <= pc && pc < e))
+            .and_then(|o| o.hdr)
+        else {
+            return (ips, format!("no object with a hdr for {pc:#x}"));
+        };
+        match cfi::step(&mut mem, hdr, WordSize::W8, &f) {
+            Ok(Step::Caller(c)) => {
+                ips.push(c.ip);
+                f = c;
+            }
+            Ok(Step::EndOfStack) => return (ips, "end of stack".into()),
+            Err(r) => return (ips, format!("refused: {r:?}")),
+        }
+    }
+    (ips, "256 frames".into())
+}
+
+/// Capture this frame's registers, walk from them with the tables, and
+/// have libgcc walk from here too.
+#[inline(never)]
+fn capture(objs: &[Obj]) -> (Vec<u64>, String, Vec<u64>) {
+    let (ip, sp, fp): (u64, u64, u64);
+    // SAFETY: reads registers only.
+    unsafe {
+        std::arch::asm!(
+            "lea {ip}, [rip]",
+            "mov {sp}, rsp",
+            "mov {fp}, rbp",
+            ip = out(reg) ip,
+            sp = out(reg) sp,
+            fp = out(reg) fp,
+            options(nomem, nostack, preserves_flags)
+        );
+    }
+    // Everything below runs on stack below `sp`: the frames above stay.
+    let (ours, end) = cfi_walk(objs, ip, sp, fp);
+    let mut theirs: Vec<u64> = Vec::new();
+    // SAFETY: the callback only pushes to our Vec.
+    unsafe { _Unwind_Backtrace(each_frame, &mut theirs as *mut Vec<u64> as *mut c_void) };
+    (ours, end, theirs)
+}
+
+#[inline(never)]
+fn recurse(n: u32, objs: &[Obj]) -> (Vec<u64>, String, Vec<u64>) {
+    let r = if n == 0 {
+        capture(objs)
+    } else {
+        recurse(std::hint::black_box(n - 1), objs)
+    };
+    // Not a tail call.
+    std::hint::black_box(r)
+}
+
+#[test]
+fn walk_own_stack_like_libgcc() {
+    let objs = objects();
+    assert!(objs.iter().any(|o| o.hdr.is_some()), "no PT_GNU_EH_FRAME");
+    let (ours, end, mut theirs) = recurse(std::hint::black_box(12), &objs);
+    // libgcc reports the outermost frame (undefined return address) as ip 0.
+    if theirs.last() == Some(&0) {
+        theirs.pop();
+    }
+    println!(
+        "cfi live: {} frames by the tables ({end}), {} by libgcc",
+        ours.len(),
+        theirs.len()
+    );
+    // ours[0] is inside `capture`, theirs[0] is capture's call of
+    // _Unwind_Backtrace: both in `capture`; from there on, the callers.
+    let n = ours.len().min(theirs.len());
+    assert!(n > 14, "ours {ours:x?} theirs {theirs:x?}");
+    assert_eq!(
+        ours[1..n],
+        theirs[1..n],
+        "ours {ours:x?} theirs {theirs:x?}"
+    );
+    // The tables reach the end of the stack (thread start in libc).
+    assert_eq!(end, "end of stack", "ours {ours:x?} theirs {theirs:x?}");
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "ours {ours:x?} theirs {theirs:x?}"
+    );
+}

@@ -1,0 +1,1416 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One unwind step by a user object's DWARF call-frame information: its
+//! `.eh_frame_hdr` search table, its `.eh_frame` CIEs and FDEs, and their
+//! call-frame instructions, read from *untrusted* user memory.
+//!
+//! Nothing here knows about the kernel: the caller supplies a fault-tolerant
+//! reader of user bytes ([`UserBytes`]), the address of the object's
+//! `.eh_frame_hdr` (its `PT_GNU_EH_FRAME` program header, relocated), the
+//! word size, and the current frame ([`Frame`]: ip, sp, and fp if known).
+//! [`step`] gives back the caller's frame, the end of the stack (the return
+//! address column is explicitly undefined, as in `_start`), or a
+//! [`Refusal`] that says why the tables could not be used, so that the
+//! caller can fall back to a frame-pointer step and count refusals by
+//! [`Cause`].
+//!
+//! Hostile tables are expected.  The code uses `core` only, allocates
+//! nothing, never panics (no indexing that can fail, no unchecked
+//! arithmetic), and all work is bounded:
+//!
+//! - at most [`MAX_READS`] reads of user memory per step (each read at most
+//!   [`WINDOW`] bytes and never across a 4 KiB page boundary);
+//! - at most [`MAX_PROBES`] probes of the binary search of the hdr table;
+//! - CIEs and FDEs at most [`MAX_ENTRY_LEN`] bytes long;
+//! - at most [`MAX_OPS`] call-frame instructions (CIE and FDE together);
+//! - a `DW_CFA_remember_state` stack at most [`MAX_STATE_DEPTH`] deep;
+//! - augmentation strings at most [`MAX_AUGMENTATION`] bytes, LEB128
+//!   numbers at most 10 bytes, expressions looked at at most
+//!   [`MAX_EXPRESSION`] bytes (longer ones are skipped, not evaluated).
+//!
+//! Exceeding a bound is a refusal ([`Refusal::Bound`]).
+//!
+//! Supported: `.eh_frame_hdr` version 1 with a sorted table of fixed-size
+//! entries; pointer encodings `absptr`, `udata2/4/8`, `sdata2/4/8`,
+//! `uleb128`/`sleb128` (not for the table, whose entries must have a fixed
+//! size), applied as absolute, `pcrel` or (in the hdr only) `datarel`
+//! (relative to the hdr); `omit` where legal.  `indirect`, `textrel`,
+//! `funcrel` and `aligned` are refused.  CIEs of version 1, 3 and 4 with
+//! 32- or 64-bit lengths, augmentations `z`, `R`, `P` (personality
+//! skipped), `L`, `S` (signal frame); others (for example GCC 2's `eh`)
+//! are refused.  x86-64 and i386 register numbering ([`Arch`]).
+//!
+//! The interpreter tracks three columns, the CFA, the return address and
+//! the frame pointer; the rules of other registers are parsed and ignored.
+//! See [`Row::check`] and [`apply`] for what a step can use.
+//!
+//! Using it in a walk: give the first frame `ip_is_return_address: false`
+//! and feed each [`Step::Caller`] back as the next frame.  Its `sp` is the
+//! CFA, strictly above the previous `sp`, so a walk by tables always ends;
+//! its `ip` is whatever the stack held, and the caller must check that it
+//! is a user address.  After a refusal the caller may take a frame-pointer
+//! step, but only if `fp` is known.  Addresses are linear: a compat task
+//! with non-zero segment bases needs them added first (or no table use).
+//! [`read_hdr`], [`search`], [`read_fde`], [`row_at`] and [`apply`] are the
+//! pieces of [`step_with`], for a caller that caches a parsed [`Hdr`] per
+//! object; [`Refusal::cause`] indexes counters ([`Cause::NAMES`]).
+
+use super::walk::WordSize;
+
+/// Bytes fetched per read of a CIE or FDE (the read buffer on the stack).
+pub const WINDOW: usize = 128;
+/// Reads of user memory per [`step`].
+pub const MAX_READS: u32 = 256;
+/// Probes of the binary search in the hdr table (enough for 2^64 entries).
+pub const MAX_PROBES: u32 = 64;
+/// Length of a CIE or an FDE, in bytes, without its length field.
+pub const MAX_ENTRY_LEN: u64 = 64 * 1024;
+/// Call-frame instructions interpreted per step (CIE and FDE together).
+pub const MAX_OPS: u32 = 1024;
+/// Depth of the `DW_CFA_remember_state` stack.
+pub const MAX_STATE_DEPTH: usize = 16;
+/// Length of a CIE's augmentation string (without its NUL).
+pub const MAX_AUGMENTATION: usize = 8;
+/// Length of a DWARF expression that is looked at (the PLT pattern).
+pub const MAX_EXPRESSION: usize = 16;
+
+/// Reads bytes of user memory.  Every read may fail.
+pub trait UserBytes {
+    /// Fill `buf` from linear address `addr`; `None` if any byte cannot be
+    /// read (unmapped, not a user address, would fault).
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()>;
+}
+
+/// A frame of the walk, as the caller knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Instruction pointer.
+    pub ip: u64,
+    /// Stack pointer (for every frame but the first: the previous CFA).
+    pub sp: u64,
+    /// Frame pointer, `None` if not known (a table step found it
+    /// undefined): a frame-pointer step must not be tried from this frame.
+    pub fp: Option<u64>,
+    /// `ip` is a return address (the instruction after a call), so the
+    /// rules of `ip - 1` apply.  False for the interrupted frame and for
+    /// the frame a signal frame returns to.
+    pub ip_is_return_address: bool,
+}
+
+/// What a step found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The caller's frame: `sp` is the CFA of the current frame.
+    Caller(Frame),
+    /// The return address is undefined: the outermost frame (`_start`,
+    /// `clone`'s child, ...).  Not an error.
+    EndOfStack,
+}
+
+/// Which table a malformation or a fault is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Where {
+    /// The `.eh_frame_hdr` header.
+    Hdr,
+    /// The hdr's search table.
+    Table,
+    /// A CIE.
+    Cie,
+    /// An FDE.
+    Fde,
+    /// Call-frame instructions.
+    Instructions,
+    /// The stack (return address or saved frame pointer).
+    Stack,
+}
+
+/// Which bound was exceeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// [`MAX_READS`].
+    Reads,
+    /// [`MAX_PROBES`].
+    Probes,
+    /// [`MAX_ENTRY_LEN`].
+    EntryLength,
+    /// [`MAX_OPS`].
+    Instructions,
+    /// [`MAX_STATE_DEPTH`].
+    StateDepth,
+    /// [`MAX_AUGMENTATION`].
+    Augmentation,
+}
+
+/// A column the step needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Column {
+    /// The return address.
+    Ra,
+    /// The frame pointer.
+    Fp,
+}
+
+/// A rule the step cannot use (see [`Rule`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleKind {
+    /// No rule was given (for the return address).
+    Unmentioned,
+    /// `DW_CFA_same_value` (for the return address).
+    SameValue,
+    /// `DW_CFA_val_offset` (for the return address).
+    ValOffset,
+    /// `DW_CFA_register` naming another register.
+    Register,
+    /// `DW_CFA_expression`.
+    Expression,
+    /// `DW_CFA_val_expression`.
+    ValExpression,
+}
+
+/// Why the tables were not used for a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The hdr has no search table (`fde_count` or `eh_frame_ptr` omitted),
+    /// or a version other than 1.
+    NoTable,
+    /// No FDE covers the pc.
+    NoFde,
+    /// A read of user memory failed.
+    Fault(Where),
+    /// A table is malformed or truncated.
+    Malformed(Where),
+    /// A pointer encoding that is not supported (the encoding byte).
+    UnsupportedEncoding(Where, u8),
+    /// A CIE augmentation that is not supported (the letter), or a CIE
+    /// version other than 1, 3 and 4 (then the version).
+    UnsupportedAugmentation(u8),
+    /// A call-frame instruction that is not supported (the opcode; for
+    /// `DW_CFA_GNU_window_save` and unknown ones).
+    UnsupportedOpcode(u8),
+    /// The CIE's return-address register is not the arch's.
+    UnsupportedRaColumn,
+    /// The rule of a column cannot be used.
+    UnsupportedRule(Column, RuleKind),
+    /// The CFA is based on a register other than the stack or frame
+    /// pointer (the deferred walker knows no other register).
+    UnsupportedCfaRegister,
+    /// The CFA is an expression other than the PLT pattern.
+    CfaExpression,
+    /// The CFA is based on the frame pointer, which is not known.
+    FpUnknown,
+    /// The CFA is not strictly above the stack pointer (or overflows).
+    CfaNotAbove,
+    /// A bound was exceeded.
+    Bound(Bound),
+}
+
+/// The cause of a refusal, without details: an index for counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Cause {
+    /// [`Refusal::NoTable`].
+    NoTable,
+    /// [`Refusal::NoFde`].
+    NoFde,
+    /// [`Refusal::Fault`].
+    Fault,
+    /// [`Refusal::Malformed`].
+    Malformed,
+    /// [`Refusal::UnsupportedEncoding`].
+    Encoding,
+    /// [`Refusal::UnsupportedAugmentation`].
+    Augmentation,
+    /// [`Refusal::UnsupportedOpcode`].
+    Opcode,
+    /// [`Refusal::UnsupportedRaColumn`].
+    RaColumn,
+    /// [`Refusal::UnsupportedRule`] of the return address.
+    RaRule,
+    /// [`Refusal::UnsupportedRule`] of the frame pointer.
+    FpRule,
+    /// [`Refusal::UnsupportedCfaRegister`].
+    CfaRegister,
+    /// [`Refusal::CfaExpression`].
+    CfaExpression,
+    /// [`Refusal::FpUnknown`].
+    FpUnknown,
+    /// [`Refusal::CfaNotAbove`].
+    CfaNotAbove,
+    /// [`Refusal::Bound`].
+    Bound,
+}
+
+impl Cause {
+    /// Number of causes: the size of a counter array indexed by
+    /// `cause as usize`.
+    pub const COUNT: usize = 15;
+    /// Names, indexed by `cause as usize`.
+    pub const NAMES: [&'static str; Cause::COUNT] = [
+        "no_table",
+        "no_fde",
+        "fault",
+        "malformed",
+        "encoding",
+        "augmentation",
+        "opcode",
+        "ra_column",
+        "ra_rule",
+        "fp_rule",
+        "cfa_register",
+        "cfa_expression",
+        "fp_unknown",
+        "cfa_not_above",
+        "bound",
+    ];
+
+    /// This cause's name.
+    pub fn name(self) -> &'static str {
+        Cause::NAMES.get(self as usize).copied().unwrap_or("?")
+    }
+}
+
+impl Refusal {
+    /// The cause, for counting.
+    pub fn cause(self) -> Cause {
+        match self {
+            Refusal::NoTable => Cause::NoTable,
+            Refusal::NoFde => Cause::NoFde,
+            Refusal::Fault(_) => Cause::Fault,
+            Refusal::Malformed(_) => Cause::Malformed,
+            Refusal::UnsupportedEncoding(..) => Cause::Encoding,
+            Refusal::UnsupportedAugmentation(_) => Cause::Augmentation,
+            Refusal::UnsupportedOpcode(_) => Cause::Opcode,
+            Refusal::UnsupportedRaColumn => Cause::RaColumn,
+            Refusal::UnsupportedRule(Column::Ra, _) => Cause::RaRule,
+            Refusal::UnsupportedRule(Column::Fp, _) => Cause::FpRule,
+            Refusal::UnsupportedCfaRegister => Cause::CfaRegister,
+            Refusal::CfaExpression => Cause::CfaExpression,
+            Refusal::FpUnknown => Cause::FpUnknown,
+            Refusal::CfaNotAbove => Cause::CfaNotAbove,
+            Refusal::Bound(_) => Cause::Bound,
+        }
+    }
+}
+
+type Res<T> = Result<T, Refusal>;
+
+/// The DWARF register numbers of an arch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arch {
+    /// The stack pointer.
+    pub sp: u64,
+    /// The frame pointer.
+    pub fp: u64,
+    /// The return-address column.
+    pub ra: u64,
+}
+
+impl Arch {
+    /// x86-64: `%rsp` 7, `%rbp` 6, return address 16.
+    pub const X86_64: Arch = Arch {
+        sp: 7,
+        fp: 6,
+        ra: 16,
+    };
+    /// i386: `%esp` 4, `%ebp` 5, return address 8.
+    pub const I386: Arch = Arch {
+        sp: 4,
+        fp: 5,
+        ra: 8,
+    };
+
+    /// The arch of a task of word size `ws` (x86).
+    pub const fn of(ws: WordSize) -> Arch {
+        match ws {
+            WordSize::W8 => Arch::X86_64,
+            WordSize::W4 => Arch::I386,
+        }
+    }
+}
+
+/// Reduce `v` to the width of `ws`.
+#[inline]
+fn wrap(ws: WordSize, v: u64) -> u64 {
+    match ws {
+        WordSize::W8 => v,
+        WordSize::W4 => v & 0xffff_ffff,
+    }
+}
+
+/// User memory with a budget of [`MAX_READS`] reads.
+pub struct Reader<'a, M: UserBytes> {
+    mem: &'a mut M,
+    reads: u32,
+}
+
+impl<'a, M: UserBytes> Reader<'a, M> {
+    /// A reader with a full budget.
+    pub fn new(mem: &'a mut M) -> Self {
+        Reader { mem, reads: 0 }
+    }
+
+    /// A reader that may do only `budget` (at most [`MAX_READS`]) more
+    /// reads: a walk can share one budget among its steps by passing the
+    /// reader of one step on to the next.
+    pub fn with_budget(mem: &'a mut M, budget: u32) -> Self {
+        Reader {
+            mem,
+            reads: MAX_READS.saturating_sub(budget),
+        }
+    }
+
+    /// Reads done so far (counting the budget withheld by
+    /// [`Reader::with_budget`]).
+    pub fn reads(&self) -> u32 {
+        self.reads
+    }
+
+    fn read(&mut self, addr: u64, buf: &mut [u8], at: Where) -> Res<()> {
+        if self.reads >= MAX_READS {
+            return Err(Refusal::Bound(Bound::Reads));
+        }
+        self.reads = self.reads.saturating_add(1);
+        self.mem.read_bytes(addr, buf).ok_or(Refusal::Fault(at))
+    }
+
+    /// Read a little-endian word at `addr`.
+    fn word(&mut self, addr: u64, ws: WordSize, at: Where) -> Res<u64> {
+        let mut b = [0u8; 8];
+        let n = ws.bytes() as usize;
+        let buf = b.get_mut(..n).ok_or(Refusal::Malformed(at))?;
+        self.read(addr, buf, at)?;
+        Ok(u64::from_le_bytes(b))
+    }
+}
+
+/// A bounded region of user memory read front to back through a window.
+struct Cursor {
+    pos: u64,
+    end: u64,
+    at: Where,
+    win: [u8; WINDOW],
+    win_addr: u64,
+    win_len: usize,
+    /// Bytes fetched at most per read (<= WINDOW).
+    chunk: u64,
+}
+
+const PAGE: u64 = 4096;
+
+impl Cursor {
+    fn new(pos: u64, end: u64, at: Where) -> Self {
+        Cursor {
+            pos,
+            end,
+            at,
+            win: [0; WINDOW],
+            win_addr: 0,
+            win_len: 0,
+            chunk: WINDOW as u64,
+        }
+    }
+
+    fn left(&self) -> u64 {
+        self.end.saturating_sub(self.pos)
+    }
+
+    fn u8<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<u8> {
+        if self.pos >= self.end {
+            return Err(Refusal::Malformed(self.at));
+        }
+        let mut i = self.pos.wrapping_sub(self.win_addr);
+        if self.pos < self.win_addr || i >= self.win_len as u64 {
+            // Refill: up to WINDOW bytes, not past the region's end nor
+            // across a page boundary (the next page may be unmapped).
+            let to_page = PAGE - (self.pos & (PAGE - 1));
+            let len = self.left().min(to_page).min(self.chunk) as usize;
+            let buf = self.win.get_mut(..len).ok_or(Refusal::Malformed(self.at))?;
+            r.read(self.pos, buf, self.at)?;
+            self.win_addr = self.pos;
+            self.win_len = len;
+            i = 0;
+        }
+        let b = *self
+            .win
+            .get(i as usize)
+            .ok_or(Refusal::Malformed(self.at))?;
+        self.pos = self.pos.wrapping_add(1);
+        Ok(b)
+    }
+
+    /// `n` bytes little-endian (n <= 8).
+    fn uint<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, n: u32) -> Res<u64> {
+        let mut v = 0u64;
+        for k in 0..n.min(8) {
+            v |= u64::from(self.u8(r)?) << (8 * k);
+        }
+        Ok(v)
+    }
+
+    fn sint<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, n: u32) -> Res<i64> {
+        let v = self.uint(r, n)?;
+        let n = n.clamp(1, 8);
+        let shift = 64 - 8 * n;
+        Ok(((v << shift) as i64) >> shift)
+    }
+
+    fn uleb<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<u64> {
+        let mut v = 0u64;
+        for k in 0..10u32 {
+            let b = self.u8(r)?;
+            v |= u64::from(b & 0x7f).checked_shl(7 * k).unwrap_or(0);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(Refusal::Malformed(self.at))
+    }
+
+    fn sleb<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<i64> {
+        let mut v = 0u64;
+        for k in 0..10u32 {
+            let b = self.u8(r)?;
+            v |= u64::from(b & 0x7f).checked_shl(7 * k).unwrap_or(0);
+            if b & 0x80 == 0 {
+                let shift = 7 * (k + 1);
+                if shift < 64 && b & 0x40 != 0 {
+                    v |= !0u64 << shift;
+                }
+                return Ok(v as i64);
+            }
+        }
+        Err(Refusal::Malformed(self.at))
+    }
+
+    fn skip(&mut self, n: u64) -> Res<()> {
+        if n > self.left() {
+            return Err(Refusal::Malformed(self.at));
+        }
+        self.pos = self.pos.wrapping_add(n);
+        Ok(())
+    }
+}
+
+// Pointer encodings (DW_EH_PE_*).
+const PE_OMIT: u8 = 0xff;
+const PE_ABSPTR: u8 = 0x00;
+const PE_ULEB128: u8 = 0x01;
+const PE_UDATA2: u8 = 0x02;
+const PE_UDATA4: u8 = 0x03;
+const PE_UDATA8: u8 = 0x04;
+const PE_SIGNED: u8 = 0x08;
+const PE_SLEB128: u8 = 0x09;
+const PE_SDATA2: u8 = 0x0a;
+const PE_SDATA4: u8 = 0x0b;
+const PE_SDATA8: u8 = 0x0c;
+const PE_PCREL: u8 = 0x10;
+const PE_DATAREL: u8 = 0x30;
+
+/// The size of a fixed-size pointer format, `None` for LEB128 and
+/// unsupported formats.
+fn fixed_size(enc: u8, ws: WordSize) -> Option<u32> {
+    match enc & 0x0f {
+        PE_ABSPTR | PE_SIGNED => Some(ws.bytes() as u32),
+        PE_UDATA2 | PE_SDATA2 => Some(2),
+        PE_UDATA4 | PE_SDATA4 => Some(4),
+        PE_UDATA8 | PE_SDATA8 => Some(8),
+        _ => None,
+    }
+}
+
+/// Read a value in `enc`'s format only (no application): FDE ranges.
+fn read_format<M: UserBytes>(
+    c: &mut Cursor,
+    r: &mut Reader<'_, M>,
+    enc: u8,
+    ws: WordSize,
+) -> Res<u64> {
+    let at = c.at;
+    let v = match enc & 0x0f {
+        PE_ABSPTR => c.uint(r, ws.bytes() as u32)?,
+        PE_SIGNED => c.sint(r, ws.bytes() as u32)? as u64,
+        PE_ULEB128 => c.uleb(r)?,
+        PE_SLEB128 => c.sleb(r)? as u64,
+        PE_UDATA2 => c.uint(r, 2)?,
+        PE_UDATA4 => c.uint(r, 4)?,
+        PE_UDATA8 => c.uint(r, 8)?,
+        PE_SDATA2 => c.sint(r, 2)? as u64,
+        PE_SDATA4 => c.sint(r, 4)? as u64,
+        PE_SDATA8 => c.sint(r, 8)? as u64,
+        _ => return Err(Refusal::UnsupportedEncoding(at, enc)),
+    };
+    Ok(v)
+}
+
+/// Read an encoded pointer.  `datarel` is the base of `DW_EH_PE_datarel`
+/// (the hdr), `None` where it is not supported.
+fn read_encoded<M: UserBytes>(
+    c: &mut Cursor,
+    r: &mut Reader<'_, M>,
+    enc: u8,
+    ws: WordSize,
+    datarel: Option<u64>,
+) -> Res<u64> {
+    let at = c.at;
+    let field = c.pos;
+    let base = match enc & 0x70 {
+        0x00 => 0,
+        PE_PCREL => field,
+        PE_DATAREL => datarel.ok_or(Refusal::UnsupportedEncoding(at, enc))?,
+        _ => return Err(Refusal::UnsupportedEncoding(at, enc)),
+    };
+    if enc & 0x80 != 0 {
+        return Err(Refusal::UnsupportedEncoding(at, enc));
+    }
+    let v = read_format(c, r, enc, ws)?;
+    Ok(wrap(ws, base.wrapping_add(v)))
+}
+
+/// A parsed `.eh_frame_hdr` (what a per-object cache could keep).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hdr {
+    /// Address of the hdr (the base of `datarel`).
+    pub addr: u64,
+    /// Address of `.eh_frame`.
+    pub eh_frame: u64,
+    /// Address of the search table.
+    pub table: u64,
+    /// Entries in the search table.
+    pub count: u64,
+    /// Encoding of the table's entries (fixed size).
+    pub table_enc: u8,
+}
+
+/// Parse the `.eh_frame_hdr` at `addr`.
+pub fn read_hdr<M: UserBytes>(r: &mut Reader<'_, M>, addr: u64, ws: WordSize) -> Res<Hdr> {
+    // Version, three encodings, two pointers of at most 10 bytes each;
+    // nothing past them is read (the hdr may end there).
+    let mut c = Cursor::new(addr, addr.saturating_add(24), Where::Hdr);
+    c.chunk = 4;
+    let version = c.u8(r)?;
+    if version != 1 {
+        return Err(Refusal::NoTable);
+    }
+    let frame_enc = c.u8(r)?;
+    let count_enc = c.u8(r)?;
+    let table_enc = c.u8(r)?;
+    if frame_enc == PE_OMIT || count_enc == PE_OMIT || table_enc == PE_OMIT {
+        return Err(Refusal::NoTable);
+    }
+    c.chunk = fixed_size(frame_enc, ws).map_or(1, u64::from);
+    let eh_frame = read_encoded(&mut c, r, frame_enc, ws, Some(addr))?;
+    c.chunk = fixed_size(count_enc, ws).map_or(1, u64::from);
+    let count = read_encoded(&mut c, r, count_enc, ws, Some(addr))?;
+    if fixed_size(table_enc, ws).is_none() {
+        return Err(Refusal::UnsupportedEncoding(Where::Table, table_enc));
+    }
+    Ok(Hdr {
+        addr,
+        eh_frame,
+        table: c.pos,
+        count,
+        table_enc,
+    })
+}
+
+/// Binary-search the hdr's table for the FDE that may cover `pc`: the
+/// address of the last entry whose start is at or below `pc` (the FDE
+/// itself says whether it covers `pc`).
+pub fn search<M: UserBytes>(r: &mut Reader<'_, M>, h: &Hdr, ws: WordSize, pc: u64) -> Res<u64> {
+    let enc = h.table_enc;
+    let size = fixed_size(enc, ws).ok_or(Refusal::UnsupportedEncoding(Where::Table, enc))?;
+    let entry = u64::from(size) * 2;
+    let (mut lo, mut hi) = (0u64, h.count);
+    let mut found = None;
+    for _ in 0..MAX_PROBES {
+        if lo >= hi {
+            return found.ok_or(Refusal::NoFde);
+        }
+        let mid = lo + (hi - lo) / 2;
+        let at = mid
+            .checked_mul(entry)
+            .and_then(|o| h.table.checked_add(o))
+            .ok_or(Refusal::Malformed(Where::Table))?;
+        let mut c = Cursor::new(at, at.saturating_add(entry), Where::Table);
+        let start = read_encoded(&mut c, r, enc, ws, Some(h.addr))?;
+        if start <= pc {
+            let fde = read_encoded(&mut c, r, enc, ws, Some(h.addr))?;
+            found = Some(fde);
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if lo >= hi {
+        return found.ok_or(Refusal::NoFde);
+    }
+    Err(Refusal::Bound(Bound::Probes))
+}
+
+/// Read an entry's length; returns (entry end, 64-bit format).
+fn entry_len<M: UserBytes>(c: &mut Cursor, r: &mut Reader<'_, M>) -> Res<u64> {
+    let at = c.at;
+    let len32 = c.uint(r, 4)?;
+    let len = if len32 == 0xffff_ffff {
+        c.end = c.pos.saturating_add(8);
+        c.uint(r, 8)?
+    } else {
+        len32
+    };
+    if len == 0 {
+        return Err(Refusal::Malformed(at));
+    }
+    if len > MAX_ENTRY_LEN {
+        return Err(Refusal::Bound(Bound::EntryLength));
+    }
+    let end = c.pos.checked_add(len).ok_or(Refusal::Malformed(at))?;
+    c.end = end;
+    Ok(end)
+}
+
+/// A parsed FDE with what it needs of its CIE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fde {
+    /// Address of the FDE.
+    pub addr: u64,
+    /// Address of its CIE.
+    pub cie: u64,
+    /// First pc covered.
+    pub pc_begin: u64,
+    /// One past the last pc covered.
+    pub pc_end: u64,
+    /// The CIE's code alignment factor.
+    pub code_align: u64,
+    /// The CIE's data alignment factor.
+    pub data_align: i64,
+    /// The CIE's return-address register.
+    pub ra_reg: u64,
+    /// The CIE's `R` encoding (for `DW_CFA_set_loc`).
+    pub ptr_enc: u8,
+    /// The CIE says `S`: a signal frame.
+    pub signal_frame: bool,
+    /// The CIE's initial instructions.
+    pub cie_insns: (u64, u64),
+    /// The FDE's instructions.
+    pub insns: (u64, u64),
+}
+
+/// Parse the FDE at `addr` of the `.eh_frame` starting at `eh_frame`, and
+/// its CIE, which must lie between `eh_frame` and the FDE.
+pub fn read_fde<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    eh_frame: u64,
+    addr: u64,
+    ws: WordSize,
+) -> Res<Fde> {
+    if addr < eh_frame {
+        return Err(Refusal::Malformed(Where::Fde));
+    }
+    let mut c = Cursor::new(addr, addr.saturating_add(4), Where::Fde);
+    let end = entry_len(&mut c, r)?;
+    let id_at = c.pos;
+    let id = c.uint(r, 4)?;
+    if id == 0 {
+        // A CIE, where an FDE was expected.
+        return Err(Refusal::Malformed(Where::Fde));
+    }
+    let cie = id_at
+        .checked_sub(id)
+        .filter(|&cie| cie >= eh_frame)
+        .ok_or(Refusal::Malformed(Where::Fde))?;
+
+    // The CIE.
+    let mut k = Cursor::new(cie, cie.saturating_add(4), Where::Cie);
+    let cie_end = entry_len(&mut k, r)?;
+    if cie_end > addr {
+        return Err(Refusal::Malformed(Where::Cie));
+    }
+    if k.uint(r, 4)? != 0 {
+        return Err(Refusal::Malformed(Where::Cie));
+    }
+    let version = k.u8(r)?;
+    if !matches!(version, 1 | 3 | 4) {
+        return Err(Refusal::UnsupportedAugmentation(version));
+    }
+    let mut aug = [0u8; MAX_AUGMENTATION];
+    let mut aug_len = 0usize;
+    loop {
+        let b = k.u8(r)?;
+        if b == 0 {
+            break;
+        }
+        let slot = aug
+            .get_mut(aug_len)
+            .ok_or(Refusal::Bound(Bound::Augmentation))?;
+        *slot = b;
+        aug_len += 1;
+    }
+    let aug = aug.get(..aug_len).unwrap_or(&[]);
+    if version == 4 {
+        let address_size = k.u8(r)?;
+        let segment_size = k.u8(r)?;
+        if u64::from(address_size) != ws.bytes() || segment_size != 0 {
+            return Err(Refusal::Malformed(Where::Cie));
+        }
+    }
+    let code_align = k.uleb(r)?;
+    let data_align = k.sleb(r)?;
+    let ra_reg = if version == 1 {
+        u64::from(k.u8(r)?)
+    } else {
+        k.uleb(r)?
+    };
+    let mut ptr_enc = PE_ABSPTR;
+    let mut signal_frame = false;
+    let has_z = aug.first() == Some(&b'z');
+    if has_z {
+        let len = k.uleb(r)?;
+        if len > k.left() {
+            return Err(Refusal::Malformed(Where::Cie));
+        }
+        let data_end = k.pos.wrapping_add(len);
+        for &letter in aug.iter().skip(1) {
+            match letter {
+                b'R' => ptr_enc = k.u8(r)?,
+                b'L' => {
+                    k.u8(r)?;
+                }
+                b'P' => {
+                    let enc = k.u8(r)?;
+                    if enc & 0x70 > PE_DATAREL {
+                        return Err(Refusal::UnsupportedEncoding(Where::Cie, enc));
+                    }
+                    // The personality routine is not needed: skip it.
+                    read_format(&mut k, r, enc & 0x7f, ws).map_err(|e| match e {
+                        Refusal::UnsupportedEncoding(..) => {
+                            Refusal::UnsupportedEncoding(Where::Cie, enc)
+                        }
+                        e => e,
+                    })?;
+                }
+                b'S' => signal_frame = true,
+                other => return Err(Refusal::UnsupportedAugmentation(other)),
+            }
+        }
+        if k.pos > data_end {
+            return Err(Refusal::Malformed(Where::Cie));
+        }
+        k.pos = data_end;
+    } else if let Some(&letter) = aug.first() {
+        return Err(Refusal::UnsupportedAugmentation(letter));
+    }
+    let cie_insns = (k.pos, cie_end);
+
+    // The rest of the FDE.
+    let pc_begin = read_encoded(&mut c, r, ptr_enc, ws, None)?;
+    let range = wrap(ws, read_format(&mut c, r, ptr_enc, ws)?);
+    let pc_end = pc_begin
+        .checked_add(range)
+        .filter(|&e| wrap(ws, e) == e)
+        .ok_or(Refusal::Malformed(Where::Fde))?;
+    if has_z {
+        let len = c.uleb(r)?;
+        c.skip(len)?;
+    }
+    Ok(Fde {
+        addr,
+        cie,
+        pc_begin,
+        pc_end,
+        code_align,
+        data_align,
+        ra_reg,
+        ptr_enc,
+        signal_frame,
+        cie_insns,
+        insns: (c.pos, end),
+    })
+}
+
+/// The rule of a register column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// No instruction gave one: the frame pointer keeps its value (it is
+    /// callee-saved); the return address is unknown.
+    Unmentioned,
+    /// `DW_CFA_undefined`.
+    Undefined,
+    /// `DW_CFA_same_value`.
+    SameValue,
+    /// Saved at CFA + offset.
+    Offset(i32),
+    /// The value is CFA + offset.
+    ValOffset(i32),
+    /// In another register (its DWARF number, [`u16::MAX`] for any
+    /// number above).
+    Register(u16),
+    /// Saved at an address computed by an expression.
+    Expression,
+    /// The value is computed by an expression.
+    ValExpression,
+}
+
+/// The CFA of the x86 PLT pattern: sp + `sp_off` + (`ip & 15 >= threshold`
+/// ? `1 << shift` : 0).  binutils' x86-64 lazy PLT FDE is `DW_OP_breg7 8;
+/// DW_OP_breg16 0; DW_OP_lit15; DW_OP_and; DW_OP_lit11; DW_OP_ge;
+/// DW_OP_lit3; DW_OP_shl; DW_OP_plus` (threshold 10 for the IBT PLT; the
+/// i386 one is the same with `breg4`, `breg8` and `lit2`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PltCfa {
+    /// Offset from the stack pointer.
+    pub sp_off: i32,
+    /// Threshold of `ip & 15`.
+    pub threshold: u8,
+    /// Shift of the extra word.
+    pub shift: u8,
+}
+
+/// The rule of the CFA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cfa {
+    /// Register (DWARF number, [`u16::MAX`] for any number above) +
+    /// offset.
+    RegOffset(u16, i32),
+    /// The PLT pattern.
+    Plt(PltCfa),
+    /// Another expression.
+    Expression,
+}
+
+/// The rules in effect at a pc, for the three columns a step needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// The CFA.
+    pub cfa: Cfa,
+    /// The return address.
+    pub ra: Rule,
+    /// The frame pointer.
+    pub fp: Rule,
+}
+
+impl Row {
+    const INITIAL: Row = Row {
+        cfa: Cfa::RegOffset(0, 0),
+        ra: Rule::Unmentioned,
+        fp: Rule::Unmentioned,
+    };
+
+    /// Whether [`apply`] can use this row (with the frame pointer known):
+    /// the CFA is the stack or frame pointer plus an offset, or the PLT
+    /// pattern; the return address is at CFA + offset, or undefined (the
+    /// end of the stack); the frame pointer is unmentioned, the same
+    /// value, undefined (then unknown in the caller), at CFA + offset,
+    /// CFA + offset itself, or in itself.
+    pub fn check(&self, arch: Arch) -> Res<()> {
+        match self.cfa {
+            Cfa::RegOffset(reg, _) if u64::from(reg) == arch.sp || u64::from(reg) == arch.fp => {}
+            Cfa::RegOffset(..) => return Err(Refusal::UnsupportedCfaRegister),
+            Cfa::Plt(_) => {}
+            Cfa::Expression => return Err(Refusal::CfaExpression),
+        }
+        let kind = |rule: Rule| match rule {
+            Rule::Unmentioned => RuleKind::Unmentioned,
+            Rule::SameValue => RuleKind::SameValue,
+            Rule::ValOffset(_) => RuleKind::ValOffset,
+            Rule::Register(_) => RuleKind::Register,
+            Rule::Expression => RuleKind::Expression,
+            _ => RuleKind::ValExpression,
+        };
+        match self.ra {
+            Rule::Offset(_) | Rule::Undefined => {}
+            rule => return Err(Refusal::UnsupportedRule(Column::Ra, kind(rule))),
+        }
+        match self.fp {
+            Rule::Register(reg) if u64::from(reg) != arch.fp => {
+                Err(Refusal::UnsupportedRule(Column::Fp, RuleKind::Register))
+            }
+            Rule::Expression | Rule::ValExpression => {
+                Err(Refusal::UnsupportedRule(Column::Fp, kind(self.fp)))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+// Call-frame instructions (DW_CFA_*).
+const CFA_ADVANCE_LOC: u8 = 0x40;
+const CFA_OFFSET: u8 = 0x80;
+const CFA_RESTORE: u8 = 0xc0;
+const CFA_NOP: u8 = 0x00;
+const CFA_SET_LOC: u8 = 0x01;
+const CFA_ADVANCE_LOC1: u8 = 0x02;
+const CFA_ADVANCE_LOC2: u8 = 0x03;
+const CFA_ADVANCE_LOC4: u8 = 0x04;
+const CFA_OFFSET_EXTENDED: u8 = 0x05;
+const CFA_RESTORE_EXTENDED: u8 = 0x06;
+const CFA_UNDEFINED: u8 = 0x07;
+const CFA_SAME_VALUE: u8 = 0x08;
+const CFA_REGISTER: u8 = 0x09;
+const CFA_REMEMBER_STATE: u8 = 0x0a;
+const CFA_RESTORE_STATE: u8 = 0x0b;
+const CFA_DEF_CFA: u8 = 0x0c;
+const CFA_DEF_CFA_REGISTER: u8 = 0x0d;
+const CFA_DEF_CFA_OFFSET: u8 = 0x0e;
+const CFA_DEF_CFA_EXPRESSION: u8 = 0x0f;
+const CFA_EXPRESSION: u8 = 0x10;
+const CFA_OFFSET_EXTENDED_SF: u8 = 0x11;
+const CFA_DEF_CFA_SF: u8 = 0x12;
+const CFA_DEF_CFA_OFFSET_SF: u8 = 0x13;
+const CFA_VAL_OFFSET: u8 = 0x14;
+const CFA_VAL_OFFSET_SF: u8 = 0x15;
+const CFA_VAL_EXPRESSION: u8 = 0x16;
+const CFA_GNU_ARGS_SIZE: u8 = 0x2e;
+const CFA_GNU_NEGATIVE_OFFSET_EXTENDED: u8 = 0x2f;
+
+/// Recognise the PLT pattern in expression bytes `e` (see [`PltCfa`]).
+pub fn plt_pattern(e: &[u8], arch: Arch) -> Option<PltCfa> {
+    const BREG0: u64 = 0x70;
+    const LIT0: u8 = 0x30;
+    let (&b0, rest) = e.split_first()?;
+    if u64::from(b0) != BREG0.checked_add(arch.sp)? {
+        return None;
+    }
+    let (sp_off, rest) = sleb_bytes(rest)?;
+    let sp_off = i32::try_from(sp_off).ok()?;
+    let (&b1, rest) = rest.split_first()?;
+    if u64::from(b1) != BREG0.checked_add(arch.ra)? {
+        return None;
+    }
+    let (zero, rest) = sleb_bytes(rest)?;
+    match rest {
+        &[0x3f, 0x1a, k, 0x2a, s, 0x24, 0x22]
+            if zero == 0
+                && (LIT0..LIT0 + 16).contains(&k)
+                && (LIT0 + 2..=LIT0 + 3).contains(&s) =>
+        {
+            Some(PltCfa {
+                sp_off,
+                threshold: k - LIT0,
+                shift: s - LIT0,
+            })
+        }
+        _ => None,
+    }
+}
+
+fn sleb_bytes(e: &[u8]) -> Option<(i64, &[u8])> {
+    let mut v = 0u64;
+    for (k, &b) in e.iter().enumerate().take(10) {
+        v |= u64::from(b & 0x7f).checked_shl(7 * k as u32).unwrap_or(0);
+        if b & 0x80 == 0 {
+            let shift = 7 * (k as u32 + 1);
+            if shift < 64 && b & 0x40 != 0 {
+                v |= !0u64 << shift;
+            }
+            return Some((v as i64, e.get(k + 1..)?));
+        }
+    }
+    None
+}
+
+/// A register number as a [`Rule`] or [`Cfa`] keeps it: numbers above
+/// [`u16::MAX`] (no arch has them) become [`u16::MAX`].
+fn reg16(reg: u64) -> u16 {
+    u16::try_from(reg).unwrap_or(u16::MAX)
+}
+
+/// The interpreter's state.
+struct Interp {
+    arch: Arch,
+    ws: WordSize,
+    code_align: u64,
+    data_align: i64,
+    ra_reg: u64,
+    ptr_enc: u8,
+    row: Row,
+    initial: Row,
+    stack: [Row; MAX_STATE_DEPTH],
+    depth: usize,
+    loc: u64,
+    target: u64,
+    ops: u32,
+}
+
+impl Interp {
+    fn set(&mut self, reg: u64, rule: Rule) {
+        if reg == self.ra_reg {
+            self.row.ra = rule;
+        } else if reg == self.arch.fp {
+            self.row.fp = rule;
+        }
+    }
+
+    fn factored(&self, n: i64) -> Res<i32> {
+        n.checked_mul(self.data_align)
+            .and_then(|v| i32::try_from(v).ok())
+            .ok_or(Refusal::Malformed(Where::Instructions))
+    }
+
+    fn factored_u(&self, n: u64) -> Res<i32> {
+        let n = i64::try_from(n).map_err(|_| Refusal::Malformed(Where::Instructions))?;
+        self.factored(n)
+    }
+
+    /// Advance the location by `delta` code units; `false` if the new
+    /// location is past the target (the current row is the answer).
+    fn advance(&mut self, delta: u64, cie: bool) -> Res<bool> {
+        if cie {
+            return Err(Refusal::Malformed(Where::Cie));
+        }
+        let d = delta
+            .checked_mul(self.code_align)
+            .ok_or(Refusal::Malformed(Where::Instructions))?;
+        let loc = self
+            .loc
+            .checked_add(d)
+            .filter(|&l| wrap(self.ws, l) == l)
+            .ok_or(Refusal::Malformed(Where::Instructions))?;
+        self.move_to(loc)
+    }
+
+    fn move_to(&mut self, loc: u64) -> Res<bool> {
+        if loc > self.target {
+            return Ok(false);
+        }
+        self.loc = loc;
+        Ok(true)
+    }
+
+    fn cfa_offset(&mut self, off: i32) -> Res<()> {
+        match &mut self.row.cfa {
+            Cfa::RegOffset(_, o) => {
+                *o = off;
+                Ok(())
+            }
+            _ => Err(Refusal::Malformed(Where::Instructions)),
+        }
+    }
+
+    /// Run the instructions in `[from, to)` until the location passes the
+    /// target.  `cie`: the CIE's initial instructions.
+    fn run<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        from: u64,
+        to: u64,
+        cie: bool,
+    ) -> Res<()> {
+        let mut c = Cursor::new(from, to, Where::Instructions);
+        // Each instruction is at least one byte; the count is bounded
+        // by MAX_OPS for this call and the previous ones together.
+        while c.pos < c.end {
+            if self.ops >= MAX_OPS {
+                return Err(Refusal::Bound(Bound::Instructions));
+            }
+            self.ops += 1;
+            let op = c.u8(r)?;
+            let low = u64::from(op & 0x3f);
+            let go_on = match op & 0xc0 {
+                CFA_ADVANCE_LOC => self.advance(low, cie)?,
+                CFA_OFFSET => {
+                    let off = self.factored_u(c.uleb(r)?)?;
+                    self.set(low, Rule::Offset(off));
+                    true
+                }
+                CFA_RESTORE => {
+                    self.restore(low, cie)?;
+                    true
+                }
+                _ => self.extended(op, &mut c, r, cie)?,
+            };
+            if !go_on {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, reg: u64, cie: bool) -> Res<()> {
+        if cie {
+            return Err(Refusal::Malformed(Where::Cie));
+        }
+        if reg == self.ra_reg {
+            self.row.ra = self.initial.ra;
+        } else if reg == self.arch.fp {
+            self.row.fp = self.initial.fp;
+        }
+        Ok(())
+    }
+
+    fn extended<M: UserBytes>(
+        &mut self,
+        op: u8,
+        c: &mut Cursor,
+        r: &mut Reader<'_, M>,
+        cie: bool,
+    ) -> Res<bool> {
+        match op {
+            CFA_NOP => {}
+            CFA_SET_LOC => {
+                if cie {
+                    return Err(Refusal::Malformed(Where::Cie));
+                }
+                let loc = read_encoded(c, r, self.ptr_enc, self.ws, None)?;
+                if loc < self.loc {
+                    return Err(Refusal::Malformed(Where::Instructions));
+                }
+                return self.move_to(loc);
+            }
+            CFA_ADVANCE_LOC1 => return self.advance(c.uint(r, 1)?, cie),
+            CFA_ADVANCE_LOC2 => return self.advance(c.uint(r, 2)?, cie),
+            CFA_ADVANCE_LOC4 => return self.advance(c.uint(r, 4)?, cie),
+            CFA_OFFSET_EXTENDED => {
+                let reg = c.uleb(r)?;
+                let off = self.factored_u(c.uleb(r)?)?;
+                self.set(reg, Rule::Offset(off));
+            }
+            CFA_RESTORE_EXTENDED => {
+                let reg = c.uleb(r)?;
+                self.restore(reg, cie)?;
+            }
+            CFA_UNDEFINED => {
+                let reg = c.uleb(r)?;
+                self.set(reg, Rule::Undefined);
+            }
+            CFA_SAME_VALUE => {
+                let reg = c.uleb(r)?;
+                self.set(reg, Rule::SameValue);
+            }
+            CFA_REGISTER => {
+                let reg = c.uleb(r)?;
+                let src = c.uleb(r)?;
+                self.set(reg, Rule::Register(reg16(src)));
+            }
+            CFA_REMEMBER_STATE => {
+                let slot = self
+                    .stack
+                    .get_mut(self.depth)
+                    .ok_or(Refusal::Bound(Bound::StateDepth))?;
+                *slot = self.row;
+                self.depth += 1;
+            }
+            CFA_RESTORE_STATE => {
+                let depth = self
+                    .depth
+                    .checked_sub(1)
+                    .ok_or(Refusal::Malformed(Where::Instructions))?;
+                self.row = *self
+                    .stack
+                    .get(depth)
+                    .ok_or(Refusal::Malformed(Where::Instructions))?;
+                self.depth = depth;
+            }
+            CFA_DEF_CFA => {
+                let reg = reg16(c.uleb(r)?);
+                let off = c.uleb(r)?;
+                let off =
+                    i32::try_from(off).map_err(|_| Refusal::Malformed(Where::Instructions))?;
+                self.row.cfa = Cfa::RegOffset(reg, off);
+            }
+            CFA_DEF_CFA_SF => {
+                let reg = reg16(c.uleb(r)?);
+                let off = self.factored(c.sleb(r)?)?;
+                self.row.cfa = Cfa::RegOffset(reg, off);
+            }
+            CFA_DEF_CFA_REGISTER => {
+                let reg = reg16(c.uleb(r)?);
+                match &mut self.row.cfa {
+                    Cfa::RegOffset(rg, _) => *rg = reg,
+                    _ => return Err(Refusal::Malformed(Where::Instructions)),
+                }
+            }
+            CFA_DEF_CFA_OFFSET => {
+                let off = c.uleb(r)?;
+                let off =
+                    i32::try_from(off).map_err(|_| Refusal::Malformed(Where::Instructions))?;
+                self.cfa_offset(off)?;
+            }
+            CFA_DEF_CFA_OFFSET_SF => {
+                let off = self.factored(c.sleb(r)?)?;
+                self.cfa_offset(off)?;
+            }
+            CFA_DEF_CFA_EXPRESSION => {
+                let len = c.uleb(r)?;
+                if len > c.left() {
+                    return Err(Refusal::Malformed(Where::Instructions));
+                }
+                let mut e = [0u8; MAX_EXPRESSION];
+                self.row.cfa = Cfa::Expression;
+                if len <= MAX_EXPRESSION as u64 {
+                    let n = len as usize;
+                    for b in e.iter_mut().take(n) {
+                        *b = c.u8(r)?;
+                    }
+                    if let Some(plt) = e.get(..n).and_then(|e| plt_pattern(e, self.arch)) {
+                        self.row.cfa = Cfa::Plt(plt);
+                    }
+                } else {
+                    c.skip(len)?;
+                }
+            }
+            CFA_EXPRESSION | CFA_VAL_EXPRESSION => {
+                let reg = c.uleb(r)?;
+                let len = c.uleb(r)?;
+                c.skip(len)?;
+                let rule = if op == CFA_EXPRESSION {
+                    Rule::Expression
+                } else {
+                    Rule::ValExpression
+                };
+                self.set(reg, rule);
+            }
+            CFA_OFFSET_EXTENDED_SF => {
+                let reg = c.uleb(r)?;
+                let off = self.factored(c.sleb(r)?)?;
+                self.set(reg, Rule::Offset(off));
+            }
+            CFA_VAL_OFFSET => {
+                let reg = c.uleb(r)?;
+                let off = self.factored_u(c.uleb(r)?)?;
+                self.set(reg, Rule::ValOffset(off));
+            }
+            CFA_VAL_OFFSET_SF => {
+                let reg = c.uleb(r)?;
+                let off = self.factored(c.sleb(r)?)?;
+                self.set(reg, Rule::ValOffset(off));
+            }
+            CFA_GNU_ARGS_SIZE => {
+                c.uleb(r)?;
+            }
+            CFA_GNU_NEGATIVE_OFFSET_EXTENDED => {
+                let reg = c.uleb(r)?;
+                let off = self.factored_u(c.uleb(r)?)?;
+                let off = off
+                    .checked_neg()
+                    .ok_or(Refusal::Malformed(Where::Instructions))?;
+                self.set(reg, Rule::Offset(off));
+            }
+            _ => return Err(Refusal::UnsupportedOpcode(op)),
+        }
+        Ok(true)
+    }
+}
+
+/// The rules in effect at `pc` by `fde` (which must cover `pc`).  The row
+/// may hold rules a step cannot use: see [`Row::check`].
+pub fn row_at<M: UserBytes>(r: &mut Reader<'_, M>, fde: &Fde, ws: WordSize, pc: u64) -> Res<Row> {
+    let arch = Arch::of(ws);
+    if fde.ra_reg != arch.ra {
+        return Err(Refusal::UnsupportedRaColumn);
+    }
+    if pc < fde.pc_begin || pc >= fde.pc_end {
+        return Err(Refusal::NoFde);
+    }
+    let mut it = Interp {
+        arch,
+        ws,
+        code_align: fde.code_align,
+        data_align: fde.data_align,
+        ra_reg: fde.ra_reg,
+        ptr_enc: fde.ptr_enc,
+        row: Row::INITIAL,
+        initial: Row::INITIAL,
+        stack: [Row::INITIAL; MAX_STATE_DEPTH],
+        depth: 0,
+        loc: fde.pc_begin,
+        target: pc,
+        ops: 0,
+    };
+    it.run(r, fde.cie_insns.0, fde.cie_insns.1, true)?;
+    it.initial = it.row;
+    it.depth = 0;
+    it.run(r, fde.insns.0, fde.insns.1, false)?;
+    Ok(it.row)
+}
+
+/// Compute the caller's frame from `row` (the rules at `frame`'s pc).
+/// `signal_frame`: the FDE is a signal frame's (then the caller's ip is
+/// where it was interrupted, not a return address).
+///
+/// The CFA must be strictly above `frame.sp` and fit the word size.  The
+/// return address is read at CFA + offset; the caller's frame pointer is
+/// read at CFA + offset, is CFA + offset, keeps the current value (same
+/// value, unmentioned, itself), or becomes unknown (undefined).  The
+/// caller checks that the return address is a user address.
+pub fn apply<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    row: &Row,
+    ws: WordSize,
+    frame: &Frame,
+    signal_frame: bool,
+) -> Res<Step> {
+    let arch = Arch::of(ws);
+    row.check(arch)?;
+    let cfa = match row.cfa {
+        Cfa::RegOffset(reg, off) => {
+            let base = if u64::from(reg) == arch.sp {
+                frame.sp
+            } else {
+                frame.fp.ok_or(Refusal::FpUnknown)?
+            };
+            base.checked_add_signed(i64::from(off))
+        }
+        Cfa::Plt(p) => {
+            let extra = if frame.ip & 15 >= u64::from(p.threshold) {
+                1u64 << (p.shift & 7)
+            } else {
+                0
+            };
+            frame
+                .sp
+                .checked_add_signed(i64::from(p.sp_off))
+                .and_then(|v| v.checked_add(extra))
+        }
+        Cfa::Expression => None,
+    }
+    .filter(|&cfa| cfa > frame.sp && wrap(ws, cfa) == cfa)
+    .ok_or(Refusal::CfaNotAbove)?;
+    let at = |off: i32| {
+        cfa.checked_add_signed(i64::from(off))
+            .ok_or(Refusal::Fault(Where::Stack))
+    };
+    let ip = match row.ra {
+        Rule::Offset(off) => r.word(at(off)?, ws, Where::Stack)?,
+        Rule::Undefined => return Ok(Step::EndOfStack),
+        _ => return Err(Refusal::UnsupportedRule(Column::Ra, RuleKind::SameValue)),
+    };
+    let fp = match row.fp {
+        Rule::Offset(off) => Some(r.word(at(off)?, ws, Where::Stack)?),
+        Rule::ValOffset(off) => Some(wrap(ws, at(off)?)),
+        Rule::Undefined => None,
+        _ => frame.fp,
+    };
+    Ok(Step::Caller(Frame {
+        ip,
+        sp: cfa,
+        fp,
+        ip_is_return_address: !signal_frame,
+    }))
+}
+
+/// One unwind step from `frame` by the object whose `.eh_frame_hdr` is at
+/// `hdr`: search the table, parse the FDE and its CIE, run the
+/// instructions up to the frame's pc, and compute the caller.
+pub fn step<M: UserBytes>(mem: &mut M, hdr: u64, ws: WordSize, frame: &Frame) -> Res<Step> {
+    let mut r = Reader::new(mem);
+    step_with(&mut r, hdr, ws, frame)
+}
+
+/// [`step`] with a given reader (whose reads count against the bound).
+pub fn step_with<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    hdr: u64,
+    ws: WordSize,
+    frame: &Frame,
+) -> Res<Step> {
+    let pc = if frame.ip_is_return_address {
+        frame.ip.checked_sub(1).ok_or(Refusal::NoFde)?
+    } else {
+        frame.ip
+    };
+    let h = read_hdr(r, hdr, ws)?;
+    let at = search(r, &h, ws, pc)?;
+    let fde = read_fde(r, h.eh_frame, at, ws)?;
+    let row = row_at(r, &fde, ws, pc)?;
+    apply(r, &row, ws, frame, fde.signal_frame)
+}
