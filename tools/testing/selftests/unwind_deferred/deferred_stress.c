@@ -315,27 +315,58 @@ static const char *const return_names[] = {
 	"irqentry_exit_to_user_mode", "syscall_exit_to_user_mode", NULL
 };
 
-static bool has_any(const struct dc_sample *s, const char *const *names)
-{
-	for (uint32_t i = 0; i < s->nr_kernel; i++) {
-		const char *n = dc_ksym(s->kernel[i]);
+enum { K_EXIT = 1, K_SIGNAL = 2, K_RETURN = 4, K_SCHEDULE = 8, K_IRQEXIT = 16 };
 
-		for (int j = 0; names[j]; j++)
-			if (!strcmp(n, names[j]))
-				return true;
-	}
+static bool name_in(const char *n, const char *const *names)
+{
+	for (int j = 0; names[j]; j++)
+		if (!strcmp(n, names[j]))
+			return true;
 	return false;
 }
 
-static bool in_return_path(const struct dc_sample *s)
+/* What a kernel frame is, by its function; cached by address. */
+static unsigned int frame_class(uint64_t ip)
 {
-	if (has_any(s, return_names))
-		return true;
-	for (uint32_t i = 0; i + 1 < s->nr_kernel; i++)
-		if (!strcmp(dc_ksym(s->kernel[i]), "schedule") &&
-		    !strcmp(dc_ksym(s->kernel[i + 1]), "irqentry_exit"))
-			return true;
-	return false;
+	static struct { uint64_t ip; unsigned int cls; } cache[8192];
+	unsigned int h = (unsigned int)((ip * 0x9e3779b97f4a7c15ULL) >> 51);
+	const char *n;
+	unsigned int cls = 0;
+
+	if (cache[h].ip == ip)
+		return cache[h].cls;
+	n = dc_ksym(ip);
+	cls |= name_in(n, exit_names) ? K_EXIT : 0;
+	cls |= name_in(n, signal_names) ? K_SIGNAL : 0;
+	cls |= name_in(n, return_names) ? K_RETURN : 0;
+	cls |= !strcmp(n, "schedule") ? K_SCHEDULE : 0;
+	cls |= !strcmp(n, "irqentry_exit") ? K_IRQEXIT : 0;
+	cache[h].ip = ip;
+	cache[h].cls = cls;
+	return cls;
+}
+
+/*
+ * Sample flags from its kernel stack: exit path, signal path, return to
+ * user space (the exit-to-user loop, where the task_work runs; on x86 it
+ * is inlined into irqentry_exit() or do_syscall_64(), and schedule()
+ * called straight from irqentry_exit() is the loop's).
+ */
+static unsigned int stack_flags(const struct dc_sample *s)
+{
+	unsigned int f = 0, prev = 0;
+
+	for (uint32_t i = 0; i < s->nr_kernel; i++) {
+		unsigned int c = frame_class(s->kernel[i]);
+
+		f |= c & K_EXIT ? F_EXIT : 0;
+		f |= c & K_SIGNAL ? F_SIGNAL : 0;
+		f |= c & K_RETURN ? F_RETURN : 0;
+		if ((prev & K_SCHEDULE) && (c & K_IRQEXIT))
+			f |= F_RETURN;
+		prev = c;
+	}
+	return f;
 }
 
 static uint64_t leaf_addr, leaf_size;
@@ -372,9 +403,7 @@ static void compact(struct sess *S)
 			c->flags |= F_COOKIE;
 		}
 		c->flags |= s->has_user_ctx ? F_USERCTX : 0;
-		c->flags |= has_any(s, exit_names) ? F_EXIT : 0;
-		c->flags |= has_any(s, signal_names) ? F_SIGNAL : 0;
-		c->flags |= in_return_path(s) ? F_RETURN : 0;
+		c->flags |= stack_flags(s);
 		c->nk = s->nr_kernel < NK ? s->nr_kernel : NK;
 		memcpy(c->k, s->kernel, c->nk * sizeof(c->k[0]));
 	}
