@@ -849,7 +849,20 @@ struct third {
 	uint64_t lost;
 };
 
-static void third_open(struct third *t)
+/*
+ * A worker that ran lately (the latest of its samples in @hint), so that
+ * a per-task third session is likely to sample it; else a random one.
+ */
+static pid_t running_worker(const struct sess *hint)
+{
+	for (size_t i = hint->ns, n = 0; i-- > 0 && n < 500; n++)
+		for (int w = 0; w < NR_THREADS; w++)
+			if (hint->s[i].tid == (uint32_t)shm->tids[w] && rnd(4))
+				return shm->tids[w];
+	return shm->tids[rnd(NR_THREADS)];
+}
+
+static void third_open(struct third *t, const struct sess *hint)
 {
 	t->cpu_wide = t->n & 1;
 	memset(&t->S, 0, sizeof(t->S));
@@ -861,7 +874,7 @@ static void third_open(struct third *t)
 		struct perf_event_attr attr;
 		int err;
 
-		t->target = shm->tids[rnd(NR_THREADS)];
+		t->target = running_worker(hint);
 		if (!t->target)
 			return;
 		dc_attr_init(&attr, PERIOD_NS, true);
@@ -1024,7 +1037,7 @@ int main(int argc, char **argv)
 				if (now - third.t_open >= third.dur)
 					third_close(&third);
 			} else if (now - t0 > 200) {
-				third_open(&third);
+				third_open(&third, &task_s);
 			}
 		}
 		if (!shm->stop && (now >= t_end || task_s.ns >= MAX_SAMPLES ||
