@@ -85,6 +85,18 @@ class GuestLog(unittest.TestCase):
                       '--xfail', 't1:2')
         self.assertNotEqual(rc, 0, out)
 
+    def test_skip(self):
+        skipped = GOOD.replace('ok 2 second', 'ok 2 # SKIP no slab statistics')
+        # A SKIP fails unless that test may be skipped.
+        self.bad(skipped)
+        self.bad(skipped, '--skip', 't1:1')
+        rc, out = run(skipped, '--skip', 't1:2')
+        self.assertEqual(rc, 0, out)
+        self.assertIn('skip   2 # SKIP no slab statistics', out)
+        self.assertIn('3 passed, 0 failed', out)
+        # A failure of a test that may be skipped still fails.
+        self.bad(GOOD.replace('ok 2 second', 'not ok 2 second'), '--skip', 't1:2')
+
     def test_xpass(self):
         rc, out = run(GOOD, '--xfail', 't1:2')
         self.assertNotEqual(rc, 0, out)

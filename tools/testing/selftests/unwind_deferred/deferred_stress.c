@@ -1,0 +1,1278 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Bounded stress of deferred user callchains (issue #10, "Stress").
+ *
+ * A child process runs NR_THREADS worker threads (the frame-pointer
+ * workload of workload.c: system calls in workload_leaf), a driver thread
+ * that moves random workers between the online CPUs with
+ * sched_setaffinity() every 2 ms, and a churn thread that forks
+ * short-lived children, each of which forks a grandchild that exits after
+ * a few system calls and then execs a tiny program (this binary with
+ * --tiny: a few system calls, exit).  The child is a subreaper, so the
+ * churn thread reaps them all.  The child runs at nice 15 so that the
+ * test, at nice 0, keeps its rings drained.
+ *
+ * Two long-lived sessions sample it at 10 kHz cpu-clock at once, both
+ * defer_callchain + defer_output: "task", per-task inherited events on the
+ * child (one per online CPU, each with its ring, as perf record -p does:
+ * an inherited per-task event cannot be mapped) opened before the child
+ * creates its threads and children, which inherit them; and "cpu", one
+ * CPU-wide event per online CPU (with comm, so that upstream delivers the
+ * records to it: see deferred_cpu).  A third session is opened and closed
+ * in a loop the whole time, alternately per-task (on a random worker,
+ * pid = tid) and CPU-wide, each for 20-80 ms, half of them disabled
+ * before the close and half closed enabled (fd first or ring first), so
+ * that event teardown races requests and pending task_work.
+ *
+ * It runs for stress_s=N seconds from the kernel command line (default
+ * 15, so that it fits make check on 2 vCPUs), and stops by itself; the
+ * number of churned processes and of stored samples is capped too.  At
+ * the end the child's threads wait in pause() and the child stops itself
+ * (SIGSTOP, see deferred_task.c); then the sessions are disabled and read
+ * out, the child killed and reaped.
+ *
+ * Asserted, for the child's samples (the CPU-wide session's are filtered
+ * by the pids of the child and of every churned process):
+ *  1, 2. every sample of each long-lived session carries a cookie and has
+ *     exactly one PERF_RECORD_CALLCHAIN_DEFERRED of its tid in the same
+ *     session (searched across the session's rings), except only the
+ *     excuses the README documents, each counted and printed with its
+ *     kernel stack: the thread's last cookie taken on the way into the
+ *     final stop after the task_work ran (get_signal on its stack,
+ *     dc_in_final_stop()); on the upstream C kernel only (variant=c... on
+ *     /proc/cmdline), a churned process's last entry in the exit or
+ *     signal path (the record lost at exit: README "Deviations").  A
+ *     sample without a cookie must be in the exit path (PF_EXITING
+ *     refuses the request).
+ *  3. no record has a kernel address, a non-MISC_USER misc, no entry or
+ *     the cache poison, nor (on Rust) another non-user address (upstream
+ *     records a garbage return address read from frameless code: README,
+ *     "Other deliberate differences"; counted and printed on C); no
+ *     (tid, cookie) has two records in one session;
+ *     no sample carries the cookie of a record of another tid; the same
+ *     for every third session.
+ *  4. every record that starts in workload_leaf is exactly the workload's
+ *     chain down to thread_main <- start_thread (DC_THREAD_FRAMES).
+ *  5. no PERF_RECORD_LOST in the long-lived sessions (rings of
+ *     RING_PAGES pages, read every 10 ms); if there were, the test
+ *     requires each orphan cookie to be covered by a lost record, as
+ *     deferred_lost does.
+ *  6. the stress happened: samples in both sessions, migrations, forks,
+ *     execs, third sessions of both kinds with worker samples.  The third
+ *     sessions' orphans are excused only as an entry still running at the
+ *     close (the tid's last cookie in the session) or an entry whose
+ *     unwind ran before the session opened (its first cookie, in the
+ *     return to user space), and, as the session is opened and closed
+ *     one CPU after the other, an entry that may have ended while the
+ *     session was not open on every CPU (the span from its sample to the
+ *     tid's next sample of another entry reaches before the last enable
+ *     or after the first disable or close; the third sessions' sample
+ *     times are CLOCK_MONOTONIC, use_clockid, to compare with those
+ *     moments): its record may have gone to a CPU whose event was not
+ *     enabled yet or no longer.  Any other fails, printed with its
+ *     evidence (the session, the tid's next samples, whether the
+ *     long-lived sessions have its record).
+ *  7. every churned process was reaped.
+ *  8. kmalloc-4k (the per-task unwind cache is one 4 KiB kmalloc) has
+ *     grown by at least NR_THREADS / 2 objects at the end of the run (the
+ *     workers' caches: the count sees them) and is back within SLAB_TOL
+ *     objects of its baseline once every task of the child is gone
+ *     (after a shrink, which also empties KASAN's quarantine of the
+ *     cache; retried with sleeps for the RCU frees);
+ *     without /sys/kernel/slab/kmalloc-4k or /proc/slabinfo (the test
+ *     kernels' SLUB_TINY) it is a skip, never a pass.
+ * Kernel warnings are the log checker's.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "dc_util.h"
+#include "workload.h"
+
+#define PERIOD_NS	100000		/* 10 kHz */
+#define RING_PAGES	1024		/* 4 MiB per CPU and session */
+#define THIRD_PAGES	128
+#define DRAIN_MS	10
+#define NR_THREADS	32
+#define SLICE_MS	5		/* workload() per loop, CPU time */
+#define MIGRATE_US	2000
+#define MAX_CPUS	16
+#define MAX_PIDS	4096		/* churned processes, capped */
+#define MAX_OUTSTANDING	6
+#define MAX_SAMPLES	(1500000)	/* per long-lived session */
+#define DEFAULT_S	15
+#define STOP_TIMEOUT_MS	60000
+#define THIRD_MIN_MS	20
+#define THIRD_MAX_MS	80
+#define SLAB_TOL	8		/* kmalloc-4k objects */
+#define MIN_SAMPLES	200
+#define MIN_LEAF	20
+#define NK		6		/* kernel frames kept for evidence */
+#define KERNEL_MIN	0xffff800000000000ULL	/* x86-64 kernel half */
+
+static const char *const leaf_chain[] = { WORKLOAD_CHAIN, DC_THREAD_FRAMES };
+#define NR_LEAF_CHAIN ((int)ARRAY_SIZE(leaf_chain))
+
+/* ---- shared with the child ---- */
+
+struct shm {
+	volatile int stop;
+	volatile int tids[NR_THREADS];
+	int nr_pids;
+	int pids[MAX_PIDS];
+	long forks, execs, exits, migrations, migrate_fail, churn_fail;
+	int workers_done, churn_done, driver_done;
+};
+
+static struct shm *shm;
+static int cpus[MAX_CPUS], nr_cpus;
+
+static void add_pid(int pid)
+{
+	int i = __atomic_fetch_add(&shm->nr_pids, 1, __ATOMIC_RELAXED);
+
+	if (i < MAX_PIDS)
+		shm->pids[i] = pid;
+}
+
+__attribute__((noinline)) void *thread_main(void *arg)
+{
+	int i = (int)(long)arg;
+
+	shm->tids[i] = syscall(SYS_gettid);
+	while (!shm->stop)
+		workload(SLICE_MS);
+	asm volatile("" ::: "memory");	/* not a tail call */
+	__atomic_add_fetch(&shm->workers_done, 1, __ATOMIC_RELEASE);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+static unsigned int rnd_state;
+
+static unsigned int rnd(unsigned int n)
+{
+	rnd_state = rnd_state * 1103515245 + 12345;
+	return (rnd_state >> 8) % n;
+}
+
+static void *driver_main(void *arg)
+{
+	unsigned int st = (unsigned int)(long)arg;
+
+	setpriority(PRIO_PROCESS, syscall(SYS_gettid), 0);	/* mostly asleep */
+
+	while (!shm->stop) {
+		int w, c;
+		cpu_set_t set;
+		pid_t tid;
+
+		st = st * 1103515245 + 12345;
+		w = (st >> 8) % NR_THREADS;
+		tid = shm->tids[w];
+		/* A few per wake-up: TCG stretches the sleeps. */
+		for (int k = 0; tid && k < 4; k++, tid = shm->tids[(w + 7 * k) % NR_THREADS]) {
+			c = cpus[((st >> 16) + k) % nr_cpus];
+			CPU_ZERO(&set);
+			CPU_SET(c, &set);
+			if (sched_setaffinity(tid, sizeof(set), &set))
+				__atomic_add_fetch(&shm->migrate_fail, 1, __ATOMIC_RELAXED);
+			else
+				__atomic_add_fetch(&shm->migrations, 1, __ATOMIC_RELAXED);
+		}
+		usleep(MIGRATE_US);
+	}
+	__atomic_add_fetch(&shm->driver_done, 1, __ATOMIC_RELEASE);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+static void spin_syscalls(int n)
+{
+	for (int i = 0; i < n; i++)
+		dc_syscall3(__NR_getppid, 0, 0, 0);
+}
+
+static void *churn_main(void *arg)
+{
+	long outstanding = 0;
+	char *const argv[] = { "deferred_stress", "--tiny", NULL };
+
+	(void)arg;
+	setpriority(PRIO_PROCESS, syscall(SYS_gettid), 5);	/* more churn */
+	while (!shm->stop &&
+	       __atomic_load_n(&shm->nr_pids, __ATOMIC_RELAXED) + 2 < MAX_PIDS) {
+		pid_t g = fork();
+
+		if (g < 0) {
+			__atomic_add_fetch(&shm->churn_fail, 1, __ATOMIC_RELAXED);
+			usleep(1000);
+		} else if (g == 0) {
+			pid_t gg;
+
+			add_pid(getpid());
+			gg = fork();
+			if (gg == 0) {
+				spin_syscalls(200);
+				_exit(0);
+			}
+			if (gg > 0) {
+				add_pid(gg);
+				__atomic_add_fetch(&shm->forks, 1, __ATOMIC_RELAXED);
+			}
+			spin_syscalls(100);
+			__atomic_add_fetch(&shm->execs, 1, __ATOMIC_RELAXED);
+			execv("/proc/self/exe", argv);
+			_exit(1);
+		} else {
+			__atomic_add_fetch(&shm->forks, 1, __ATOMIC_RELAXED);
+			outstanding += 2;
+		}
+		/* Reap whatever exited; block while too many are around. */
+		for (;;) {
+			pid_t w = waitpid(-1, NULL, outstanding > MAX_OUTSTANDING ? 0 : WNOHANG);
+
+			if (w <= 0)
+				break;
+			outstanding--;
+			__atomic_add_fetch(&shm->exits, 1, __ATOMIC_RELAXED);
+		}
+	}
+	/* The child is a subreaper: orphaned grandchildren come here too. */
+	while (waitpid(-1, NULL, 0) > 0)
+		__atomic_add_fetch(&shm->exits, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&shm->churn_done, 1, __ATOMIC_RELEASE);
+	for (;;)
+		pause();
+	return arg;
+}
+
+static void child_main(int go)
+{
+	pthread_t t;
+	char c;
+
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	setpriority(PRIO_PROCESS, 0, 15);
+	if (read(go, &c, 1) != 1)
+		_exit(3);
+	/* Created after the events were opened: they inherit them. */
+	for (long i = 0; i < NR_THREADS; i++)
+		if (pthread_create(&t, NULL, thread_main, (void *)i))
+			_exit(4);
+	if (pthread_create(&t, NULL, driver_main, (void *)(long)rnd(1 << 30)) ||
+	    pthread_create(&t, NULL, churn_main, NULL))
+		_exit(4);
+	while (__atomic_load_n(&shm->workers_done, __ATOMIC_ACQUIRE) < NR_THREADS ||
+	       !__atomic_load_n(&shm->churn_done, __ATOMIC_ACQUIRE) ||
+	       !__atomic_load_n(&shm->driver_done, __ATOMIC_ACQUIRE))
+		usleep(5000);
+	/* Stops every thread; each runs its task_work on the way. */
+	raise(SIGSTOP);
+	_exit(0);
+}
+
+/* ---- compact logs ---- */
+
+enum {
+	F_COOKIE = 1, F_EXIT = 2, F_SIGNAL = 4, F_RETURN = 8, F_USERCTX = 16,
+};
+
+struct smp {
+	uint32_t pid, tid;
+	uint64_t time, cookie;
+	uint16_t flags;
+	uint8_t ring, nk;
+	uint64_t k[NK];
+};
+
+struct rec {
+	uint32_t pid, tid;
+	uint64_t cookie;
+	uint32_t nr, nsamp;
+	uint8_t bad, kaddr, nonuser, leaf, leaf_ok, ring;
+};
+
+struct sess {
+	const char *name;
+	struct smp *s;
+	size_t ns, caps;
+	struct rec *r;
+	size_t nr, capr;
+	uint64_t lost, lost_records, malformed;
+	struct dc_log tmp;
+};
+
+static const char *const exit_names[] = { "do_exit", "do_group_exit", NULL };
+static const char *const signal_names[] = {
+	"get_signal", "arch_do_signal_or_restart", NULL
+};
+static const char *const return_names[] = {
+	"exit_to_user_mode_loop", "resume_user_mode_work", "task_work_run",
+	"irqentry_exit_to_user_mode", "syscall_exit_to_user_mode", NULL
+};
+
+enum { K_EXIT = 1, K_SIGNAL = 2, K_RETURN = 4, K_SCHEDULE = 8, K_IRQEXIT = 16 };
+
+static bool name_in(const char *n, const char *const *names)
+{
+	for (int j = 0; names[j]; j++)
+		if (!strcmp(n, names[j]))
+			return true;
+	return false;
+}
+
+/* What a kernel frame is, by its function; cached by address. */
+static unsigned int frame_class(uint64_t ip)
+{
+	static struct { uint64_t ip; unsigned int cls; } cache[8192];
+	unsigned int h = (unsigned int)((ip * 0x9e3779b97f4a7c15ULL) >> 51);
+	const char *n;
+	unsigned int cls = 0;
+
+	if (cache[h].ip == ip)
+		return cache[h].cls;
+	n = dc_ksym(ip);
+	cls |= name_in(n, exit_names) ? K_EXIT : 0;
+	cls |= name_in(n, signal_names) ? K_SIGNAL : 0;
+	cls |= name_in(n, return_names) ? K_RETURN : 0;
+	cls |= !strcmp(n, "schedule") ? K_SCHEDULE : 0;
+	cls |= !strcmp(n, "irqentry_exit") ? K_IRQEXIT : 0;
+	cache[h].ip = ip;
+	cache[h].cls = cls;
+	return cls;
+}
+
+/*
+ * Sample flags from its kernel stack: exit path, signal path, return to
+ * user space (the exit-to-user loop, where the task_work runs; on x86 it
+ * is inlined into irqentry_exit() or do_syscall_64(), and schedule()
+ * called straight from irqentry_exit() is the loop's).
+ */
+static unsigned int stack_flags(const struct dc_sample *s)
+{
+	unsigned int f = 0, prev = 0;
+
+	for (uint32_t i = 0; i < s->nr_kernel; i++) {
+		unsigned int c = frame_class(s->kernel[i]);
+
+		f |= c & K_EXIT ? F_EXIT : 0;
+		f |= c & K_SIGNAL ? F_SIGNAL : 0;
+		f |= c & K_RETURN ? F_RETURN : 0;
+		if ((prev & K_SCHEDULE) && (c & K_IRQEXIT))
+			f |= F_RETURN;
+		prev = c;
+	}
+	return f;
+}
+
+static uint64_t leaf_addr, leaf_size;
+
+#define GROWV(arr, nr, cap) do {					\
+	if ((nr) == (cap)) {						\
+		(cap) = (cap) ? 2 * (cap) : 4096;			\
+		(arr) = realloc((arr), (cap) * sizeof(*(arr)));		\
+		if (!(arr))						\
+			ksft_exit_fail_msg("out of memory\n");		\
+	}								\
+} while (0)
+
+/* Move what the temporary log got into the session's compact log. */
+static void compact(struct sess *S)
+{
+	struct dc_log *t = &S->tmp;
+
+	for (size_t i = 0; i < t->nr_samples; i++) {
+		struct dc_sample *s = &t->samples[i];
+		struct smp *c;
+
+		if (S->ns >= MAX_SAMPLES)
+			break;
+		GROWV(S->s, S->ns, S->caps);
+		c = &S->s[S->ns++];
+		memset(c, 0, sizeof(*c));
+		c->pid = s->pid;
+		c->tid = s->tid;
+		c->time = s->time;
+		c->ring = s->ring;
+		if (s->ends_deferred && s->cookie) {
+			c->cookie = s->cookie;
+			c->flags |= F_COOKIE;
+		}
+		c->flags |= s->has_user_ctx ? F_USERCTX : 0;
+		c->flags |= stack_flags(s);
+		c->nk = s->nr_kernel < NK ? s->nr_kernel : NK;
+		memcpy(c->k, s->kernel, c->nk * sizeof(c->k[0]));
+	}
+	for (size_t i = 0; i < t->nr_deferred; i++) {
+		struct dc_deferred *d = &t->deferred[i];
+		struct rec *r;
+		bool fl;
+
+		GROWV(S->r, S->nr, S->capr);
+		r = &S->r[S->nr++];
+		memset(r, 0, sizeof(*r));
+		r->pid = d->pid;
+		r->tid = d->tid;
+		r->cookie = d->cookie;
+		r->nr = d->nr;
+		r->ring = d->ring;
+		r->bad = d->misc != PERF_RECORD_MISC_USER || !d->nr;
+		for (uint32_t j = 0; j < d->nr; j++) {
+			if (d->ips[j] >= KERNEL_MIN)
+				r->kaddr = 1;
+			else if (d->ips[j] >= DC_USER_MAX)
+				r->nonuser = 1;
+		}
+		if (r->bad || r->kaddr || r->nonuser) {
+			static int printed;
+
+			if (printed++ < 4) {
+				ksft_print_msg("%s: record misc %#x, %u entries%s%s:\n",
+					       S->name, d->misc, d->nr,
+					       r->kaddr ? ", a kernel address" : "",
+					       r->nonuser ? ", a non-user address" : "");
+				dc_print_merged(&(struct dc_sample){ .pid = d->pid,
+						.tid = d->tid, .cookie = d->cookie }, d);
+			}
+		}
+		if (d->nr && d->ips[0] >= leaf_addr && d->ips[0] < leaf_addr + leaf_size) {
+			r->leaf = 1;
+			r->leaf_ok = dc_check_leaf_record(d, "workload_leaf", leaf_chain,
+							  NR_LEAF_CHAIN, &fl) == 1;
+			if (!r->leaf_ok) {
+				static int printed;
+
+				if (printed++ < 3) {
+					ksft_print_msg("%s: leaf record with a wrong chain:\n", S->name);
+					dc_print_merged(&(struct dc_sample){ .pid = d->pid,
+							.tid = d->tid, .cookie = d->cookie }, d);
+				}
+			}
+		}
+	}
+	S->lost += t->lost;
+	S->lost_records += t->lost_records;
+	S->malformed += t->malformed;
+	t->nr_samples = t->nr_deferred = 0;
+	t->lost = t->lost_records = t->malformed = 0;
+}
+
+static void drain(struct sess *S, struct dc_ring *r, int n)
+{
+	for (int i = 0; i < n; i++) {
+		dc_ring_drain(&r[i], &S->tmp);
+		compact(S);
+	}
+}
+
+static void sess_free(struct sess *S)
+{
+	free(S->s);
+	free(S->r);
+	dc_log_free(&S->tmp);
+	S->s = NULL;
+	S->r = NULL;
+	S->ns = S->caps = S->nr = S->capr = 0;
+}
+
+/* ---- analysis ---- */
+
+static bool is_c;
+static pid_t child_pid;
+static int *tree;		/* sorted pids of the child's tree */
+static size_t nr_tree;
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool in_tree(uint32_t pid)
+{
+	int p = pid;
+
+	return bsearch(&p, tree, nr_tree, sizeof(int), cmp_int) != NULL;
+}
+
+static void build_tree(void)
+{
+	int n = shm->nr_pids < MAX_PIDS ? shm->nr_pids : MAX_PIDS;
+
+	tree = calloc(n + 1, sizeof(int));
+	if (!tree)
+		ksft_exit_fail_msg("out of memory\n");
+	tree[0] = child_pid;
+	for (int i = 0; i < n; i++)
+		tree[i + 1] = shm->pids[i];
+	nr_tree = n + 1;
+	qsort(tree, nr_tree, sizeof(int), cmp_int);
+}
+
+static int cmp_smp(const void *a, const void *b)
+{
+	const struct smp *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->time < y->time ? -1 : x->time > y->time;
+}
+
+static int cmp_rec(const void *a, const void *b)
+{
+	const struct rec *x = a, *y = b;
+
+	if (x->cookie != y->cookie)
+		return x->cookie < y->cookie ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+struct fig {
+	size_t samples, records, matched, dup, tid_mismatch, orphans;
+	size_t no_cookie_exit, no_cookie_bad, bad_records, leaf, leaf_bad;
+	size_t kaddr, nonuser;
+	size_t rec_no_sample, foreign;
+	/* excuses */
+	size_t final_stop, exit_c, at_close, before_open;
+	size_t orphan_cookies;
+	size_t window;	/* third: the entry may have ended while not fully open */
+};
+
+/* Third-session orphans, looked up in the long-lived sessions at the end. */
+static struct { uint32_t tid; uint64_t cookie, time; } third_orphan[16];
+static int nr_third_orphans;
+static const char *third_ctx = "";
+/*
+ * A third session's events are enabled, and disabled or closed, one CPU
+ * after the other: it is fully open only from open_done (the last enable
+ * returned) to close_start (the first disable or close began), in
+ * CLOCK_MONOTONIC ns, the clock of its sample times.
+ */
+static uint64_t open_done, close_start;
+
+static void print_kstack(const char *what, const struct smp *s)
+{
+	char buf[512];
+	int len = 0;
+
+	for (int i = 0; i < s->nk && len < 400; i++)
+		len += snprintf(buf + len, sizeof(buf) - len, "%s%s",
+				i ? " <- " : "", dc_ksym(s->k[i]));
+	buf[len] = 0;
+	ksft_print_msg("%s: pid %u tid %u ring %d time %llu cookie %#llx kernel %s\n",
+		       what, s->pid, s->tid, s->ring, (unsigned long long)s->time,
+		       (unsigned long long)s->cookie, buf);
+}
+
+/*
+ * @third: a session opened and closed during the run (excuses: the
+ * entry still running at the close, the unwind done before the open);
+ * otherwise a long-lived one (excuse: the final stop).  @filter: which
+ * samples count (ALL, the child's TREE, the CHILD process only).
+ */
+enum { ALL, TREE, CHILD };
+
+static bool counted(int filter, uint32_t pid)
+{
+	return filter == ALL || (filter == TREE && in_tree(pid)) ||
+	       (filter == CHILD && pid == (uint32_t)child_pid);
+}
+
+static void analyze(struct sess *S, int filter, bool third, struct fig *f)
+{
+	int evidence = 0;
+
+	qsort(S->s, S->ns, sizeof(*S->s), cmp_smp);
+	qsort(S->r, S->nr, sizeof(*S->r), cmp_rec);
+	f->records += S->nr;
+	for (size_t i = 0; i < S->nr; i++) {
+		f->bad_records += S->r[i].bad;
+		f->kaddr += S->r[i].kaddr;
+		f->nonuser += S->r[i].nonuser;
+		f->leaf += S->r[i].leaf;
+		f->leaf_bad += S->r[i].leaf && !S->r[i].leaf_ok;
+		if (i && S->r[i].cookie == S->r[i - 1].cookie &&
+		    S->r[i].tid == S->r[i - 1].tid) {
+			if (f->dup++ < 3)
+				ksft_print_msg("%s: cookie %#llx of tid %u in two records\n",
+					       S->name, (unsigned long long)S->r[i].cookie,
+					       S->r[i].tid);
+		}
+	}
+	for (size_t g = 0; g < S->ns;) {
+		size_t e = g;
+		uint64_t first = 0, last = 0, prev_orphan = 0;
+
+		while (e < S->ns && S->s[e].tid == S->s[g].tid)
+			e++;
+		for (size_t i = g; i < e; i++) {
+			if (!S->s[i].cookie)
+				continue;
+			if (!first)
+				first = S->s[i].cookie;
+			last = S->s[i].cookie;
+		}
+		for (size_t i = g; i < e; i++) {
+			struct smp *s = &S->s[i];
+			struct rec key = { .cookie = s->cookie, .tid = 0 };
+			size_t lo = 0, hi = S->nr, n = 0;
+			bool churned = s->pid != (uint32_t)child_pid;
+
+			if (!counted(filter, s->pid)) {
+				f->foreign++;
+				continue;
+			}
+			f->samples++;
+			if (!s->cookie) {
+				if (s->flags & F_EXIT) {
+					f->no_cookie_exit++;
+				} else if (f->no_cookie_bad++ < 3) {
+					print_kstack("no cookie outside the exit path", s);
+				}
+				continue;
+			}
+			while (lo < hi) {	/* first record with this cookie */
+				size_t mid = (lo + hi) / 2;
+
+				if (cmp_rec(&S->r[mid], &key) < 0)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			for (size_t j = lo; j < S->nr && S->r[j].cookie == s->cookie; j++) {
+				if (S->r[j].tid == s->tid) {
+					n++;
+					S->r[j].nsamp++;
+				} else if (f->tid_mismatch++ < 3) {
+					ksft_print_msg("%s: sample of tid %u has cookie %#llx of a record of tid %u\n",
+						       S->name, s->tid,
+						       (unsigned long long)s->cookie,
+						       S->r[j].tid);
+				}
+			}
+			if (n == 1) {
+				f->matched++;
+				continue;
+			}
+			if (n > 1)
+				continue;	/* counted in dup */
+			if (!third && !churned && s->cookie == last &&
+			    (s->flags & F_SIGNAL)) {
+				f->final_stop++;
+				if (evidence++ < 3)
+					print_kstack("excused: final stop (last cookie, task_work already ran)", s);
+				continue;
+			}
+			if (is_c && churned && s->cookie == last &&
+			    (s->flags & (F_EXIT | F_SIGNAL))) {
+				f->exit_c++;
+				if (evidence++ < 3)
+					print_kstack("excused on upstream C: last entry's record lost at exit", s);
+				continue;
+			}
+			if (third && s->cookie == last) {
+				f->at_close++;
+				continue;
+			}
+			if (third && s->cookie == first && (s->flags & F_RETURN)) {
+				f->before_open++;
+				if (evidence++ < 3)
+					print_kstack("excused: unwind ran before the session opened", s);
+				continue;
+			}
+			if (third) {
+				/*
+				 * The entry ended between this sample and the
+				 * tid's next sample of another entry: if that
+				 * span reaches outside the time the session
+				 * was open on every CPU, the entry may have
+				 * returned, and its record been written, on a
+				 * CPU whose event was not enabled yet or no
+				 * longer: the entry still running when the
+				 * session closed (or opened), per CPU.
+				 */
+				uint64_t next = UINT64_MAX;
+
+				for (size_t j = i + 1; j < e && next == UINT64_MAX; j++)
+					if (S->s[j].cookie != s->cookie)
+						next = S->s[j].time;
+				if (s->time <= open_done || next >= close_start) {
+					f->window++;
+					if (evidence++ < 3)
+						print_kstack("excused: entry ended while the session opened or closed, CPU by CPU", s);
+					continue;
+				}
+			}
+			f->orphans++;
+			if (s->cookie != prev_orphan)
+				f->orphan_cookies++;
+			prev_orphan = s->cookie;
+			if (f->orphans <= 5)
+				print_kstack(third ? "third session: orphan sample" : "orphan sample", s);
+			if (third && s->cookie != (nr_third_orphans ? third_orphan[nr_third_orphans - 1].cookie : 0) &&
+			    nr_third_orphans < (int)ARRAY_SIZE(third_orphan)) {
+				third_orphan[nr_third_orphans].tid = s->tid;
+				third_orphan[nr_third_orphans].cookie = s->cookie;
+				third_orphan[nr_third_orphans++].time = s->time;
+			}
+			if (third) {
+				/* The tid's next samples in this session: evidence. */
+				for (size_t j = i + 1, k = 0; j < e && k < 3; j++) {
+					if (S->s[j].cookie == s->cookie)
+						continue;
+					k++;
+					ksft_print_msg("  %s: next sample of tid %u: +%llu ns, cookie %#llx, ring %d\n",
+						       third_ctx, S->s[j].tid,
+						       (unsigned long long)(S->s[j].time - s->time),
+						       (unsigned long long)S->s[j].cookie, S->s[j].ring);
+				}
+			}
+		}
+		g = e;
+	}
+	for (size_t i = 0; i < S->nr; i++)
+		f->rec_no_sample += !S->r[i].nsamp;
+}
+
+static void add_fig(struct fig *a, const struct fig *b)
+{
+	size_t *x = (size_t *)a;
+	const size_t *y = (const size_t *)b;
+
+	for (size_t i = 0; i < sizeof(*a) / sizeof(size_t); i++)
+		x[i] += y[i];
+}
+
+/* ---- sessions ---- */
+
+static void raise_paranoia_ok(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "w");
+
+	if (f) {
+		fputs("-1\n", f);
+		fclose(f);
+	}
+}
+
+/* Sample times of the third sessions are CLOCK_MONOTONIC (use_clockid). */
+static bool mono_times;
+
+static void open_rings(struct dc_ring *r, pid_t pid, bool cpu_wide, bool inherit,
+		       size_t pages, int id0)
+{
+	struct perf_event_attr attr;
+
+	dc_attr_init(&attr, PERIOD_NS, true);
+	attr.inherit = inherit;
+	if (mono_times) {
+		attr.use_clockid = 1;
+		attr.clockid = CLOCK_MONOTONIC;
+	}
+	if (cpu_wide)
+		attr.comm = 1;	/* a side-band event on upstream too */
+	for (int i = 0; i < nr_cpus; i++) {
+		int err = dc_ring_open(&r[i], &attr, pid, cpus[i], pages, id0 + i);
+
+		if (err)
+			ksft_exit_fail_msg("event on CPU %d (pid %d): %s\n", cpus[i],
+					   pid, strerror(-err));
+	}
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000;
+}
+
+static int cmdline_int(const char *key, int def)
+{
+	char buf[4096], *p;
+	FILE *f = fopen("/proc/cmdline", "r");
+	size_t n;
+
+	if (!f)
+		return def;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	for (p = strstr(buf, key); p; p = strstr(p + 1, key))
+		if ((p == buf || p[-1] == ' ') && p[strlen(key)] == '=')
+			return atoi(p + strlen(key) + 1);
+	return def;
+}
+
+static bool cmdline_variant_c(void)
+{
+	char buf[4096], *p;
+	FILE *f = fopen("/proc/cmdline", "r");
+	size_t n;
+
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strstr(buf, " variant=");
+	return p && p[9] == 'c' && (p[10] == ' ' || p[10] == '-' || p[10] == '\n' || !p[10]);
+}
+
+/* ---- kmalloc-4k ---- */
+
+static long k4k_read(const char **src)
+{
+	char line[256], name[64];
+	long v = -1;
+	FILE *f;
+	int fd;
+
+	fd = open("/sys/kernel/slab/kmalloc-4k/shrink", O_WRONLY);
+	if (fd >= 0) {
+		if (write(fd, "1", 1) < 0)
+			ksft_print_msg("kmalloc-4k shrink: %s\n", strerror(errno));
+		close(fd);
+	}
+	f = fopen("/sys/kernel/slab/kmalloc-4k/objects", "r");
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+		if (v >= 0) {
+			*src = "/sys/kernel/slab/kmalloc-4k/objects (after shrink)";
+			return v;
+		}
+	}
+	f = fopen("/proc/slabinfo", "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		long active;
+
+		if (sscanf(line, "%63s %ld", name, &active) == 2 &&
+		    !strcmp(name, "kmalloc-4k")) {
+			v = active;
+			*src = "/proc/slabinfo active_objs";
+		}
+	}
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* Give this process its own unwind cache before the baseline. */
+static void warm_own_cache(void)
+{
+	struct perf_event_attr attr;
+	struct dc_ring r;
+	struct dc_log log = { 0 };
+	long t0 = now_ms();
+
+	dc_attr_init(&attr, PERIOD_NS, true);
+	if (dc_ring_open(&r, &attr, 0, -1, 8, 0))
+		return;
+	ioctl(r.fd, PERF_EVENT_IOC_ENABLE, 0);
+	while (now_ms() - t0 < 3000) {
+		spin_syscalls(1000);
+		dc_ring_drain(&r, &log);
+		if (log.nr_deferred)
+			break;
+	}
+	dc_rings_close(&r, 1);
+	dc_log_free(&log);
+}
+
+/* ---- the third session ---- */
+
+struct third {
+	bool open, cpu_wide;
+	int n, kind_rounds[2], close_mode[2];
+	long t_open, dur;
+	pid_t target;
+	struct dc_ring r[MAX_CPUS];
+	int nr;
+	struct sess S;
+	struct fig f;
+	size_t with_samples[2];
+	uint64_t lost, open_done, close_start;
+};
+
+/*
+ * A worker that ran lately (the latest of its samples in @hint), so that
+ * a per-task third session is likely to sample it; else a random one.
+ */
+static pid_t running_worker(const struct sess *hint)
+{
+	for (size_t i = hint->ns, n = 0; i-- > 0 && n < 500; n++)
+		for (int w = 0; w < NR_THREADS; w++)
+			if (hint->s[i].tid == (uint32_t)shm->tids[w] && rnd(4))
+				return shm->tids[w];
+	return shm->tids[rnd(NR_THREADS)];
+}
+
+static void third_open(struct third *t, const struct sess *hint)
+{
+	t->cpu_wide = t->n & 1;
+	memset(&t->S, 0, sizeof(t->S));
+	t->S.name = t->cpu_wide ? "third (CPU-wide)" : "third (per-task)";
+	if (t->cpu_wide) {
+		mono_times = true;
+		open_rings(t->r, -1, true, false, THIRD_PAGES, 0);
+		mono_times = false;
+		t->nr = nr_cpus;
+	} else {
+		struct perf_event_attr attr;
+		int err;
+
+		t->target = running_worker(hint);
+		if (!t->target)
+			return;
+		dc_attr_init(&attr, PERIOD_NS, true);
+		attr.use_clockid = 1;
+		attr.clockid = CLOCK_MONOTONIC;
+		err = dc_ring_open(&t->r[0], &attr, t->target, -1, THIRD_PAGES, 0);
+		if (err)
+			ksft_exit_fail_msg("third per-task event on %d: %s\n",
+					   t->target, strerror(-err));
+		t->nr = 1;
+	}
+	if (dc_rings_ioctl(t->r, t->nr, PERF_EVENT_IOC_ENABLE))
+		ksft_exit_fail_msg("enable: %s\n", strerror(errno));
+	t->open_done = mono_ns();
+	t->open = true;
+	t->t_open = now_ms();
+	t->dur = THIRD_MIN_MS + rnd(THIRD_MAX_MS - THIRD_MIN_MS + 1);
+}
+
+static void third_close(struct third *t)
+{
+	struct fig f = { 0 };
+	int mode = (t->n >> 1) % 3;
+
+	drain(&t->S, t->r, t->nr);
+	t->close_start = mono_ns();
+	if (mode == 0) {
+		dc_rings_ioctl(t->r, t->nr, PERF_EVENT_IOC_DISABLE);
+		drain(&t->S, t->r, t->nr);
+		dc_rings_close(t->r, t->nr);
+	} else {
+		for (int i = 0; i < t->nr; i++) {
+			if (mode == 1) {
+				close(t->r[i].fd);
+				dc_ring_unmap(&t->r[i]);
+			} else {
+				dc_ring_unmap(&t->r[i]);
+				close(t->r[i].fd);
+			}
+		}
+	}
+	t->close_mode[mode != 0]++;
+	/*
+	 * Records are checked whole; samples of the child process only (its
+	 * workers; the churned pids are known at the end).
+	 */
+	{
+		static char ctx[128];
+
+		snprintf(ctx, sizeof(ctx), "third session %d (%s, %s, %ld ms)", t->n,
+			 t->cpu_wide ? "CPU-wide" : "per-task",
+			 mode == 0 ? "disabled, then closed" :
+			 mode == 1 ? "closed enabled, fd first" :
+				     "closed enabled, ring first", now_ms() - t->t_open);
+		third_ctx = ctx;
+	}
+	open_done = t->open_done;
+	close_start = t->close_start;
+	analyze(&t->S, CHILD, true, &f);
+	if (t->S.lost_records)
+		ksft_print_msg("third session %d lost %llu records\n", t->n,
+			       (unsigned long long)t->S.lost);
+	t->lost += t->S.lost;
+	t->with_samples[t->cpu_wide] += f.samples > 0;
+	add_fig(&t->f, &f);
+	t->kind_rounds[t->cpu_wide]++;
+	sess_free(&t->S);
+	t->open = false;
+	t->n++;
+}
+
+/* ---- main ---- */
+
+static void tiny(void)
+{
+	spin_syscalls(300);
+	_exit(0);
+}
+
+static void print_fig(const char *name, const struct fig *f, const struct sess *S)
+{
+	ksft_print_msg("%s: samples %zu, records %zu, matched %zu, mismatched %zu (two records %zu, other tid %zu), orphaned %zu (%zu entries), records without a sample %zu, no cookie in the exit path %zu / elsewhere %zu, bad records %zu (not MISC_USER or empty), with a kernel address %zu, with another non-user address %zu, lost %llu in %llu PERF_RECORD_LOST, malformed %llu\n",
+		       name, f->samples, f->records, f->matched,
+		       f->dup + f->tid_mismatch, f->dup, f->tid_mismatch,
+		       f->orphans, f->orphan_cookies, f->rec_no_sample,
+		       f->no_cookie_exit, f->no_cookie_bad, f->bad_records,
+		       f->kaddr, f->nonuser,
+		       (unsigned long long)S->lost,
+		       (unsigned long long)S->lost_records,
+		       (unsigned long long)S->malformed);
+	ksft_print_msg("%s: excused %zu: final stop %zu (last cookie, get_signal on the stack, task_work already ran), exit path on upstream C %zu (%s); other CPUs' samples skipped %zu\n",
+		       name, f->final_stop + f->exit_c, f->final_stop, f->exit_c,
+		       is_c ? "allowed: C kernel" : "none allowed on Rust",
+		       f->foreign);
+}
+
+int main(int argc, char **argv)
+{
+	struct dc_ring task_r[MAX_CPUS], cpu_r[MAX_CPUS];
+	struct sess task_s = { .name = "task" }, cpu_s = { .name = "cpu" };
+	struct fig tf = { 0 }, cf = { 0 };
+	struct third third = { 0 };
+	long dur_s, t0, t_stop = 0, k4k_base, k4k_end = -1, t_end, k4k_during = -1;
+	const char *k4k_src = "none";
+	int go[2], st = 0, tries = 0;
+	bool stopped = false, capped = false;
+	size_t drains = 0;
+
+	if (argc == 2 && !strcmp(argv[1], "--tiny"))
+		tiny();
+
+	ksft_print_header();
+	ksft_set_plan(8);
+	if (dc_syms_load() || !(leaf_addr = dc_sym_addr("workload_leaf", &leaf_size)))
+		ksft_exit_fail_msg("cannot read own symbol table\n");
+	dc_kallsyms_load();
+	is_c = cmdline_variant_c();
+	dur_s = cmdline_int("stress_s", DEFAULT_S);
+	if (getenv("STRESS_S"))
+		dur_s = atoi(getenv("STRESS_S"));
+	if (dur_s < 1)
+		dur_s = 1;
+	if (dur_s > 3600)
+		dur_s = 3600;
+	nr_cpus = dc_online_cpus(cpus, MAX_CPUS);
+	if (nr_cpus < 1)
+		ksft_exit_fail_msg("no online CPUs\n");
+	rnd_state = getenv("STRESS_SEED") ? atoi(getenv("STRESS_SEED")) : (unsigned int)time(NULL);
+	ksft_print_msg("%s kernel (variant on /proc/cmdline), %d CPUs, %d worker threads, %ld s (stress_s=), seed %u (STRESS_SEED), 10 kHz, rings of %d pages per CPU\n",
+		       is_c ? "upstream C" : "Rust", nr_cpus, NR_THREADS, dur_s,
+		       rnd_state, RING_PAGES);
+	raise_paranoia_ok();
+
+	shm = mmap(NULL, sizeof(*shm), PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shm == MAP_FAILED)
+		ksft_exit_fail_msg("mmap: %s\n", strerror(errno));
+	memset(shm, 0, sizeof(*shm));
+
+	warm_own_cache();
+	k4k_base = k4k_read(&k4k_src);
+
+	if (pipe(go))
+		ksft_exit_fail_msg("pipe: %s\n", strerror(errno));
+	child_pid = fork();
+	if (child_pid < 0)
+		ksft_exit_fail_msg("fork: %s\n", strerror(errno));
+	if (child_pid == 0) {
+		close(go[1]);
+		child_main(go[0]);
+	}
+	close(go[0]);
+
+	open_rings(task_r, child_pid, false, true, RING_PAGES, 0);
+	open_rings(cpu_r, -1, true, false, RING_PAGES, 0);
+	if (dc_rings_ioctl(task_r, nr_cpus, PERF_EVENT_IOC_ENABLE) ||
+	    dc_rings_ioctl(cpu_r, nr_cpus, PERF_EVENT_IOC_ENABLE))
+		ksft_exit_fail_msg("enable: %s\n", strerror(errno));
+	if (write(go[1], "g", 1) != 1)
+		ksft_exit_fail_msg("go: %s\n", strerror(errno));
+	t0 = now_ms();
+	t_end = t0 + dur_s * 1000;
+
+	for (;;) {
+		long now;
+		pid_t w;
+
+		usleep(DRAIN_MS * 1000);
+		drain(&task_s, task_r, nr_cpus);
+		drain(&cpu_s, cpu_r, nr_cpus);
+		drains++;
+		now = now_ms();
+		if (!shm->stop) {
+			if (third.open) {
+				drain(&third.S, third.r, third.nr);
+				if (now - third.t_open >= third.dur)
+					third_close(&third);
+			} else if (now - t0 > 200) {
+				third_open(&third, &task_s);
+			}
+		}
+		if (!shm->stop && (now >= t_end || task_s.ns >= MAX_SAMPLES ||
+				   cpu_s.ns >= MAX_SAMPLES)) {
+			capped = now < t_end;
+			if (third.open)
+				third_close(&third);
+			/* The workers' caches are there now: the check can see them. */
+			if (k4k_base >= 0)
+				k4k_during = k4k_read(&k4k_src);
+			shm->stop = 1;
+			t_stop = now;
+		}
+		if (!shm->stop)
+			continue;
+		w = waitpid(child_pid, &st, WUNTRACED | WNOHANG);
+		if (w == child_pid && WIFSTOPPED(st)) {
+			stopped = true;
+			break;
+		}
+		if (w == child_pid || now - t_stop > STOP_TIMEOUT_MS)
+			break;
+	}
+	dc_rings_ioctl(task_r, nr_cpus, PERF_EVENT_IOC_DISABLE);
+	dc_rings_ioctl(cpu_r, nr_cpus, PERF_EVENT_IOC_DISABLE);
+	drain(&task_s, task_r, nr_cpus);
+	drain(&cpu_s, cpu_r, nr_cpus);
+	dc_rings_close(task_r, nr_cpus);
+	dc_rings_close(cpu_r, nr_cpus);
+	kill(child_pid, SIGKILL);
+	waitpid(child_pid, NULL, 0);
+	ksft_print_msg("ran %ld ms (%s), stopped in %ld ms more, %zu reads; child: %ld migrations (%ld failed), %ld forks, %ld execs, %ld exits reaped, %d processes churned (cap %d), fork failures %ld\n",
+		       t_stop - t0, capped ? "sample cap reached" : "duration",
+		       now_ms() - t_stop, drains, shm->migrations, shm->migrate_fail,
+		       shm->forks, shm->execs, shm->exits, shm->nr_pids, MAX_PIDS,
+		       shm->churn_fail);
+	if (!stopped)
+		ksft_exit_fail_msg("the child did not stop itself (status %#x)\n", st);
+
+	build_tree();
+	analyze(&task_s, ALL, false, &tf);
+	analyze(&cpu_s, TREE, false, &cf);
+	print_fig("task (inherited per-task)", &tf, &task_s);
+	print_fig("cpu (CPU-wide)", &cf, &cpu_s);
+	ksft_print_msg("third sessions: %d per-task + %d CPU-wide (%zu / %zu with samples of the child), %d disabled before the close, %d closed enabled: samples %zu, records %zu, matched %zu, mismatched %zu, orphaned %zu, excused %zu: entry still running at the close %zu (its last cookie) or while the session opened or closed CPU by CPU %zu, unwind ran before the session opened %zu, exit path on upstream C %zu; bad records %zu, no cookie outside the exit path %zu, lost %llu\n",
+		       third.kind_rounds[0], third.kind_rounds[1],
+		       third.with_samples[0], third.with_samples[1],
+		       third.close_mode[0], third.close_mode[1], third.f.samples,
+		       third.f.records, third.f.matched,
+		       third.f.dup + third.f.tid_mismatch, third.f.orphans,
+		       third.f.at_close + third.f.window + third.f.before_open + third.f.exit_c,
+		       third.f.at_close, third.f.window, third.f.before_open, third.f.exit_c,
+		       third.f.bad_records, third.f.no_cookie_bad,
+		       (unsigned long long)third.lost);
+
+	ksft_test_result(tf.samples >= MIN_SAMPLES && !tf.orphans && !tf.no_cookie_bad,
+			 "task session: all %zu samples have their record (%zu matched) except %zu excused (final stop %zu, exit on C %zu); %zu orphaned, %zu without a cookie outside the exit path\n",
+			 tf.samples, tf.matched, tf.final_stop + tf.exit_c,
+			 tf.final_stop, tf.exit_c, tf.orphans, tf.no_cookie_bad);
+	ksft_test_result(cf.samples >= MIN_SAMPLES && !cf.orphans && !cf.no_cookie_bad,
+			 "cpu session: all %zu samples of the child's tree have their record (%zu matched) except %zu excused (final stop %zu, exit on C %zu); %zu orphaned, %zu without a cookie outside the exit path\n",
+			 cf.samples, cf.matched, cf.final_stop + cf.exit_c,
+			 cf.final_stop, cf.exit_c, cf.orphans, cf.no_cookie_bad);
+	ksft_test_result(!tf.bad_records && !cf.bad_records && !third.f.bad_records &&
+			 !tf.kaddr && !cf.kaddr && !third.f.kaddr &&
+			 (is_c || (!tf.nonuser && !cf.nonuser && !third.f.nonuser)) &&
+			 !tf.dup && !cf.dup && !third.f.dup && !tf.tid_mismatch &&
+			 !cf.tid_mismatch && !third.f.tid_mismatch && !task_s.malformed &&
+			 !cpu_s.malformed,
+			 "records: no kernel address (%zu), MISC_USER and non-empty (%zu bad), %zu with another non-user address (%s), one per tid and cookie (%zu twice), no sample with another tid's cookie (%zu), %llu malformed\n",
+			 tf.kaddr + cf.kaddr + third.f.kaddr,
+			 tf.bad_records + cf.bad_records + third.f.bad_records,
+			 tf.nonuser + cf.nonuser + third.f.nonuser,
+			 is_c ? "upstream C records a non-user return address, README" :
+				"none allowed on Rust",
+			 tf.dup + cf.dup + third.f.dup,
+			 tf.tid_mismatch + cf.tid_mismatch + third.f.tid_mismatch,
+			 (unsigned long long)(task_s.malformed + cpu_s.malformed));
+	ksft_test_result(tf.leaf + cf.leaf >= MIN_LEAF && !tf.leaf_bad && !cf.leaf_bad &&
+			 !third.f.leaf_bad,
+			 "records in workload_leaf are exactly the workload's chain down to thread_main <- start_thread: %zu + %zu (>= %d), %zu wrong\n",
+			 tf.leaf, cf.leaf, MIN_LEAF,
+			 tf.leaf_bad + cf.leaf_bad + third.f.leaf_bad);
+	if (!task_s.lost_records && !cpu_s.lost_records)
+		ksft_test_result_pass("no PERF_RECORD_LOST in the long-lived sessions (rings of %d pages per CPU)\n",
+				      RING_PAGES);
+	else
+		ksft_test_result(tf.orphan_cookies + cf.orphan_cookies <=
+				 task_s.lost + cpu_s.lost,
+				 "rings overflowed (%llu + %llu lost): %zu + %zu orphan entries, each covered by a lost record\n",
+				 (unsigned long long)task_s.lost,
+				 (unsigned long long)cpu_s.lost, tf.orphan_cookies,
+				 cf.orphan_cookies);
+	ksft_test_result(shm->migrations > 0 && shm->forks > 0 && shm->execs > 0 &&
+			 third.with_samples[0] > 0 && third.with_samples[1] > 0 &&
+			 !third.f.orphans && !third.f.no_cookie_bad,
+			 "stress happened: %ld migrations, %ld forks, %ld execs, third sessions with child samples %zu per-task + %zu CPU-wide; third sessions: %zu orphaned beyond the documented excuses\n",
+			 shm->migrations, shm->forks, shm->execs,
+			 third.with_samples[0], third.with_samples[1], third.f.orphans);
+	ksft_test_result(shm->exits >= (long)shm->nr_pids && shm->nr_pids > 0,
+			 "every churned process reaped: %ld of %d\n", shm->exits,
+			 shm->nr_pids);
+
+	for (int i = 0; i < nr_third_orphans; i++) {
+		long n_t = 0, n_c = 0;
+
+		for (size_t j = 0; j < task_s.nr; j++)
+			n_t += task_s.r[j].cookie == third_orphan[i].cookie &&
+			       task_s.r[j].tid == third_orphan[i].tid;
+		for (size_t j = 0; j < cpu_s.nr; j++)
+			n_c += cpu_s.r[j].cookie == third_orphan[i].cookie &&
+			       cpu_s.r[j].tid == third_orphan[i].tid;
+		ksft_print_msg("third-session orphan tid %u cookie %#llx: %ld record(s) in the task session, %ld in the cpu session\n",
+			       third_orphan[i].tid,
+			       (unsigned long long)third_orphan[i].cookie, n_t, n_c);
+	}
+	sess_free(&task_s);
+	sess_free(&cpu_s);
+
+	/* Every task of the child is gone: its caches go with RCU frees. */
+	if (k4k_base < 0) {
+		ksft_test_result_skip("kmalloc-4k object count not available (no /sys/kernel/slab/kmalloc-4k, no /proc/slabinfo: SLUB_TINY kernel)\n");
+	} else {
+		long tasks = NR_THREADS + 3 + shm->nr_pids;
+
+		for (tries = 1; tries <= 10; tries++) {
+			usleep(500000);
+			k4k_end = k4k_read(&k4k_src);
+			ksft_print_msg("kmalloc-4k: baseline %ld, after %d x 0.5 s: %ld (%+ld)\n",
+				       k4k_base, tries, k4k_end, k4k_end - k4k_base);
+			if (k4k_end >= 0 && labs(k4k_end - k4k_base) <= SLAB_TOL)
+				break;
+		}
+		ksft_test_result(k4k_end >= 0 && labs(k4k_end - k4k_base) <= SLAB_TOL &&
+				 k4k_during - k4k_base >= NR_THREADS / 2,
+				 "kmalloc-4k objects back to the baseline within %d after the child's %ld tasks are gone: %ld, %ld at the end of the run (+%ld, >= %d: the workers' caches), %ld after (%s)\n",
+				 SLAB_TOL, tasks, k4k_base, k4k_during,
+				 k4k_during - k4k_base, NR_THREADS / 2, k4k_end, k4k_src);
+	}
+	free(tree);
+	ksft_finished();
+}
