@@ -685,8 +685,14 @@ static void analyze(struct sess *S, int filter, bool third, struct fig *f)
 					print_kstack("excused: final stop (last cookie, task_work already ran)", s);
 				continue;
 			}
-			if (is_c && churned && s->cookie == last &&
-			    (s->flags & (F_EXIT | F_SIGNAL))) {
+			/*
+			 * Upstream C loses the record of a task's last entry
+			 * at exit ("Deviations"): every sample of that entry,
+			 * also one taken before do_exit() is on the stack (at
+			 * the start of exit_group, or preempted there).  A
+			 * churned process's last cookie is its exit entry.
+			 */
+			if (is_c && churned && s->cookie == last) {
 				f->exit_c++;
 				if (evidence++ < 3)
 					print_kstack("excused on upstream C: last entry's record lost at exit", s);
