@@ -7,7 +7,7 @@
 #   c-bench, rust-bench  the same for make bench: no lockdep, no KUnit
 #         (arch/x86/configs/unwind_bench.config)
 #   c-debug, rust-debug  the test kernels with KASAN, kmemleak, UBSAN,
-#         KFENCE, debug objects, fault injection and the hang detectors
+#         KFENCE, debug objects and the hang detectors
 #         (arch/x86/configs/unwind_debug.config)
 # Output in $BUILD/kernel-VARIANT (O= build, the source tree stays clean).
 # The configuration is tinyconfig + arch/x86/configs/unwind_test.config +
