@@ -15,7 +15,8 @@ use std::ffi::{c_int, c_void};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use unwind_logic::cfi::{self, Frame, Step, UserBytes};
-use unwind_logic::walk::WordSize;
+use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize};
+use unwind_logic::{elf, walk_cases};
 
 /// `/proc/self/mem`: reads of unmapped addresses fail, never fault.
 struct SelfMem(File);
@@ -23,6 +24,78 @@ struct SelfMem(File);
 impl UserBytes for SelfMem {
     fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
         self.0.read_exact_at(buf, addr).ok()
+    }
+}
+
+impl UserMemory for SelfMem {
+    fn read_word(&mut self, addr: u64, ws: WordSize) -> Option<u64> {
+        let mut b = [0u8; 8];
+        self.0
+            .read_exact_at(&mut b[..ws.bytes() as usize], addr)
+            .ok()?;
+        Some(u64::from_le_bytes(b))
+    }
+}
+
+/// The kernel's way of finding an object's tables, over
+/// `/proc/self/maps`: the mapping of the pc, the same file's mapping of
+/// offset 0 (the ELF header), `elf::locate` and `cfi::read_hdr` there;
+/// remembered per mapping, as the kernel remembers them per walk.
+struct MapsTables {
+    maps: Vec<(u64, u64, u64, String)>,
+    mem: SelfMem,
+    memo: Vec<(u64, u64, Option<cfi::Hdr>)>,
+    lookups: u32,
+}
+
+impl MapsTables {
+    fn new() -> Self {
+        let text = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let maps = text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (a, b) = f.first()?.split_once('-')?;
+                Some((
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                    u64::from_str_radix(f.get(2)?, 16).ok()?,
+                    f.get(5).map_or(String::new(), |s| s.to_string()),
+                ))
+            })
+            .collect();
+        MapsTables {
+            maps,
+            mem: SelfMem(File::open("/proc/self/mem").unwrap()),
+            memo: Vec::new(),
+            lookups: 0,
+        }
+    }
+}
+
+impl Tables for MapsTables {
+    fn find(&mut self, pc: u64) -> Option<cfi::Hdr> {
+        if let Some(m) = self.memo.iter().find(|m| m.0 <= pc && pc < m.1) {
+            return m.2;
+        }
+        self.lookups += 1;
+        let &(start, end, _, ref name) = self.maps.iter().find(|m| m.0 <= pc && pc < m.1)?;
+        let base = if name == "[vdso]" {
+            Some(start)
+        } else if name.starts_with('/') {
+            self.maps
+                .iter()
+                .find(|m| m.3 == *name && m.2 == 0)
+                .map(|m| m.0)
+        } else {
+            None
+        };
+        let mem = &mut self.mem;
+        let hdr = base
+            .and_then(|b| elf::locate(mem, b, WordSize::W8))
+            .and_then(|a| cfi::read_hdr(&mut cfi::Reader::new(mem), a, WordSize::W8).ok());
+        self.memo.push((start, end, hdr));
+        hdr
     }
 }
 
@@ -205,4 +278,78 @@ fn walk_own_stack_like_libgcc() {
         theirs.len(),
         "ours {ours:x?} theirs {theirs:x?}"
     );
+}
+
+/// `walk::walk_tables`, the kernel's walk, with the kernel's way of
+/// finding tables (`elf::locate` on the mapped ELF headers): from a frame
+/// of this test, the same return addresses as libgcc to the end of the
+/// stack, every step by the tables, one lookup per mapping.
+#[inline(never)]
+fn capture_walk(t: &mut MapsTables) -> (Vec<u64>, Stop, TableStats, Vec<u64>) {
+    let (ip, sp, fp): (u64, u64, u64);
+    // SAFETY: reads registers only.
+    unsafe {
+        std::arch::asm!(
+            "lea {ip}, [rip]",
+            "mov {sp}, rsp",
+            "mov {fp}, rbp",
+            ip = out(reg) ip,
+            sp = out(reg) sp,
+            fp = out(reg) fp,
+            options(nomem, nostack, preserves_flags)
+        );
+    }
+    let regs = UserRegs {
+        ip,
+        sp,
+        fp,
+        ws: WordSize::W8,
+        at_function_entry: false,
+        cs_base: 0,
+        ss_base: 0,
+        user_limit: walk_cases::LIMIT64,
+        fp_frame: walk_cases::x86_fp_frame(WordSize::W8),
+        entry_frame: walk_cases::x86_entry_frame(WordSize::W8),
+    };
+    let mut out = [0u64; 510];
+    let mut stats = TableStats::default();
+    let mut mem = SelfMem(File::open("/proc/self/mem").unwrap());
+    let (n, stop) = walk::walk_tables(&regs, &mut mem, t, &mut out, &mut stats);
+    let mut theirs: Vec<u64> = Vec::new();
+    // SAFETY: the callback only pushes to our Vec.
+    unsafe { _Unwind_Backtrace(each_frame, &mut theirs as *mut Vec<u64> as *mut c_void) };
+    (out[..n].to_vec(), stop, stats, theirs)
+}
+
+#[inline(never)]
+fn recurse_walk(n: u32, t: &mut MapsTables) -> (Vec<u64>, Stop, TableStats, Vec<u64>) {
+    let r = if n == 0 {
+        capture_walk(t)
+    } else {
+        recurse_walk(std::hint::black_box(n - 1), t)
+    };
+    std::hint::black_box(r)
+}
+
+#[test]
+fn walk_tables_own_stack_like_libgcc() {
+    let mut t = MapsTables::new();
+    let (ours, stop, stats, mut theirs) = recurse_walk(std::hint::black_box(12), &mut t);
+    if theirs.last() == Some(&0) {
+        theirs.pop();
+    }
+    println!(
+        "walk_tables live: {} entries ({stop:?}), {stats:?}, {} lookups; libgcc {}",
+        ours.len(),
+        t.lookups,
+        theirs.len()
+    );
+    assert_eq!(stop, Stop::EndOfStack, "ours {ours:x?} theirs {theirs:x?}");
+    assert_eq!(ours.len(), theirs.len(), "ours {ours:x?} theirs {theirs:x?}");
+    assert_eq!(ours[1..], theirs[1..], "ours {ours:x?} theirs {theirs:x?}");
+    assert_eq!(stats.table_frames as usize, ours.len() - 1, "{stats:?}");
+    assert_eq!(stats.fp_frames, 0, "{stats:?}");
+    assert_eq!(stats.refused, [0; cfi::Cause::COUNT], "{stats:?}");
+    // One lookup per mapping met (the test binary, libc), not per frame.
+    assert!(t.lookups <= t.memo.len() as u32 && t.lookups < 6, "{}", t.lookups);
 }

@@ -74,6 +74,35 @@ fn run(r: &UserRegs, mem: &mut Mem, max: usize) -> (Vec<u64>, Stop) {
 /// kernel runs them and again over this file's recording memory; at most
 /// two reads per reported frame, only upwards; and, where the segment bases
 /// are zero, upstream's walk cut before its first non-user address.
+/// `walk_tables` where every table step is refused is the frame-pointer
+/// walk, frame for frame, and it counts one refusal per step tried.
+#[test]
+fn tables_refused_fall_back_to_frame_pointers() {
+    use unwind_logic::cfi::Cause;
+    for case in CASES {
+        let name = case.name;
+        let (out, stats) = walk_cases::run_tables(case);
+        assert_eq!(out.entries(), case.want, "{name}");
+        assert_eq!(out.stop, case.stop, "{name}");
+        assert_eq!(stats.table_frames, 0, "{name}");
+        let linear = case.regs.cs_base == 0 && case.regs.ss_base == 0;
+        // One step tried per entry after the first, except where the
+        // output filled up (no step after the last entry).
+        let tried = if out.stop == Stop::Full {
+            out.entries().len().saturating_sub(1)
+        } else {
+            out.entries().len()
+        } as u32;
+        let want_refused = if linear { tried } else { 0 };
+        assert_eq!(stats.refused[Cause::NoFde as usize], want_refused, "{name}: {stats:?}");
+        assert_eq!(stats.refused.iter().sum::<u32>(), want_refused, "{name}");
+        // The frame-pointer steps that succeeded.
+        let fp = if out.stop == Stop::Full { tried } else { tried.saturating_sub(1) };
+        assert_eq!(stats.fp_frames, if linear { fp } else { 0 }, "{name}");
+        assert_eq!(stats.reads, 0, "{name}");
+    }
+}
+
 #[test]
 fn shared_cases() {
     let mut names = std::collections::HashSet::new();

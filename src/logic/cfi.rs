@@ -1403,13 +1403,24 @@ pub fn step_with<M: UserBytes>(
     ws: WordSize,
     frame: &Frame,
 ) -> Res<Step> {
+    let h = read_hdr(r, hdr, ws)?;
+    step_in(r, &h, ws, frame)
+}
+
+/// [`step_with`] by an object's already parsed `.eh_frame_hdr` (for a
+/// caller that keeps the [`Hdr`] of the objects it has met).
+pub fn step_in<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    h: &Hdr,
+    ws: WordSize,
+    frame: &Frame,
+) -> Res<Step> {
     let pc = if frame.ip_is_return_address {
         frame.ip.checked_sub(1).ok_or(Refusal::NoFde)?
     } else {
         frame.ip
     };
-    let h = read_hdr(r, hdr, ws)?;
-    let at = search(r, &h, ws, pc)?;
+    let at = search(r, h, ws, pc)?;
     let fde = read_fde(r, h.eh_frame, at, ws)?;
     let row = row_at(r, &fde, ws, pc)?;
     apply(r, &row, ws, frame, fde.signal_frame)

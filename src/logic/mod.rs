@@ -2,7 +2,8 @@
 
 //! The rules of deferred user unwinding that need no kernel: the
 //! frame-pointer walk, the context cookie, the per-task request bitmask, and
-//! one unwind step by a user object's `.eh_frame` call-frame information.
+//! one unwind step by a user object's `.eh_frame` call-frame information,
+//! where an object keeps it, and a walk that prefers it to frame pointers.
 //!
 //! This module uses `core` only.  It is compiled into the kernel as part of
 //! the unwinder and, unchanged, into the host crate `unwind-logic`, where
@@ -11,6 +12,7 @@
 
 pub mod cfi;
 pub mod cookie;
+pub mod elf;
 pub mod mask;
 pub mod walk;
 // Test data: on the host (where no kernel configuration is set) and in a

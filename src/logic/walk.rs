@@ -26,6 +26,12 @@
 //! records whatever return address it reads, kernel addresses included, and
 //! ignores segment bases.  The two agree on every stack whose return
 //! addresses are user addresses and whose segments have base zero.
+//!
+//! [`walk_tables`] is the same walk with a step by the objects' unwind
+//! tables ([`super::cfi`]) tried first at every frame, and the
+//! frame-pointer step as the fallback.
+
+use super::cfi;
 
 /// Word size of the user context being walked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +149,13 @@ pub enum Stop {
     Fault,
     /// A return address was not a user address.
     NotUser,
+    /// The unwind tables say the frame is the outermost one (its return
+    /// address is undefined, as in `_start`): the usual end of a walk by
+    /// tables ([`walk_tables`]).
+    EndOfStack,
+    /// A table step left the frame pointer unknown and the next frame had
+    /// no usable table, so neither method could go on ([`walk_tables`]).
+    FpUnknown,
 }
 
 /// State of a frame-pointer walk.
@@ -367,4 +380,154 @@ fn fill(
         step(w).map_err(|stop| (nr + 1, stop))?;
     }
     Ok(())
+}
+
+/// The unwind tables of the objects a walk by tables meets.
+pub trait Tables {
+    /// The parsed `.eh_frame_hdr` of the object that maps `pc`, or `None`
+    /// if no object with usable tables maps it.
+    fn find(&mut self, pc: u64) -> Option<cfi::Hdr>;
+}
+
+/// Reads of user memory that all the table steps of one walk may do
+/// together (a step may do at most [`cfi::MAX_READS`]); after that the
+/// walk goes on by frame pointers.
+pub const MAX_TABLE_READS: u32 = 16 * 1024;
+
+/// What a walk by tables did, for counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    /// Frames stepped by the tables.
+    pub table_frames: u32,
+    /// Frames stepped by the frame pointer.
+    pub fp_frames: u32,
+    /// Frames whose pc no object with tables maps (JIT code, anonymous
+    /// memory, an object without `PT_GNU_EH_FRAME`).
+    pub no_tables: u32,
+    /// Steps refused by the tables, by [`cfi::Cause`].
+    pub refused: [u32; cfi::Cause::COUNT],
+    /// User reads done by the table steps.
+    pub reads: u32,
+    /// The walk used up [`MAX_TABLE_READS`].
+    pub budget_exhausted: bool,
+}
+
+/// The frame a walk by tables is at, beyond [`Walk`].
+struct TableFrame {
+    /// The frame pointer is known (a table step may find it undefined).
+    fp_known: bool,
+    /// The ip is a return address: the rules of `ip - 1` apply.  False for
+    /// the interrupted frame and the frame a signal frame returns to.
+    ip_is_ra: bool,
+    /// Reads left of [`MAX_TABLE_READS`].
+    budget: u32,
+}
+
+/// Walk the user stack from `regs` into `out` as [`walk`] does, but step
+/// each frame by the unwind tables of the object that maps its pc where
+/// there are usable ones, and by the frame pointer where not (if it is
+/// known).  Frame-pointer steps use the same rules as [`walk`]; table
+/// steps check what a frame-pointer step checks (the CFA grows, the
+/// return address is a user address).  `mem` must read the same memory
+/// as words and as bytes.  A task with segment bases (compat with LDT
+/// segments) is walked by frame pointers only: the tables hold linear
+/// addresses.
+pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
+    regs: &UserRegs,
+    mem: &mut M,
+    tables: &mut impl Tables,
+    out: &mut [u64],
+    stats: &mut TableStats,
+) -> (usize, Stop) {
+    if regs.cs_base != 0 || regs.ss_base != 0 {
+        return walk(regs, mem, out);
+    }
+    let mut w = Walk::new(regs);
+    let mut t = TableFrame {
+        fp_known: true,
+        ip_is_ra: false,
+        budget: MAX_TABLE_READS,
+    };
+    let last = out.len().saturating_sub(1);
+    for (nr, slot) in out.iter_mut().enumerate() {
+        *slot = w.ip();
+        if nr == last {
+            return (nr + 1, Stop::Full);
+        }
+        match table_step(&mut w, &mut t, mem, tables, stats) {
+            Some(Ok(())) => continue,
+            Some(Err(stop)) => return (nr + 1, stop),
+            None => {}
+        }
+        if !t.fp_known {
+            return (nr + 1, Stop::FpUnknown);
+        }
+        if let Err(stop) = w.next(mem) {
+            return (nr + 1, stop);
+        }
+        stats.fp_frames = stats.fp_frames.saturating_add(1);
+        t.ip_is_ra = true;
+    }
+    (0, Stop::Full)
+}
+
+/// One step of [`walk_tables`] by the tables: `None` if there are none
+/// for the frame or they refuse it (then the caller tries the frame
+/// pointer), else the step's outcome.
+fn table_step<M: UserMemory + cfi::UserBytes>(
+    w: &mut Walk,
+    t: &mut TableFrame,
+    mem: &mut M,
+    tables: &mut impl Tables,
+    stats: &mut TableStats,
+) -> Option<Result<(), Stop>> {
+    if t.budget == 0 {
+        stats.budget_exhausted = true;
+        return None;
+    }
+    let pc = if t.ip_is_ra {
+        w.ip.wrapping_sub(1)
+    } else {
+        w.ip
+    };
+    let Some(hdr) = tables.find(pc) else {
+        stats.no_tables = stats.no_tables.saturating_add(1);
+        return None;
+    };
+    let frame = cfi::Frame {
+        ip: w.ip,
+        sp: w.sp,
+        fp: t.fp_known.then_some(w.fp),
+        ip_is_return_address: t.ip_is_ra,
+    };
+    let give = t.budget.min(cfi::MAX_READS);
+    let mut r = cfi::Reader::with_budget(mem, give);
+    let res = cfi::step_in(&mut r, &hdr, w.ws, &frame);
+    let used = r.reads().saturating_sub(cfi::MAX_READS - give);
+    t.budget = t.budget.saturating_sub(used);
+    stats.reads = stats.reads.saturating_add(used);
+    match res {
+        Ok(cfi::Step::Caller(f)) => {
+            if f.ip >= w.user_limit {
+                return Some(Err(Stop::NotUser));
+            }
+            w.ip = f.ip;
+            w.sp = f.sp;
+            if let Some(fp) = f.fp {
+                w.fp = fp;
+            }
+            w.topmost = false;
+            t.fp_known = f.fp.is_some();
+            t.ip_is_ra = f.ip_is_return_address;
+            stats.table_frames = stats.table_frames.saturating_add(1);
+            Some(Ok(()))
+        }
+        Ok(cfi::Step::EndOfStack) => Some(Err(Stop::EndOfStack)),
+        Err(refusal) => {
+            if let Some(n) = stats.refused.get_mut(refusal.cause() as usize) {
+                *n = n.saturating_add(1);
+            }
+            None
+        }
+    }
 }

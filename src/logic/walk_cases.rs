@@ -10,7 +10,10 @@
 //! module is compiled on the host and, in the kernel, only into a kernel
 //! with the KUnit tests (`CONFIG_UNWIND_USER_RUST_KUNIT_TEST`).
 
-use crate::logic::walk::{walk, FrameRule, Stop, UserMemory, UserRegs, WordSize};
+use crate::logic::cfi::{Hdr, UserBytes};
+use crate::logic::walk::{
+    walk, walk_tables, FrameRule, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize,
+};
 
 /// Return addresses at or above this are not user addresses (x86-64's
 /// `TASK_SIZE_MAX` with 4-level page tables).
@@ -55,6 +58,39 @@ impl UserMemory for CaseMemory<'_> {
     }
 }
 
+impl UserBytes for CaseMemory<'_> {
+    /// The bytes of the words, little-endian (each pair holds 8 bytes).
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        for (i, b) in buf.iter_mut().enumerate() {
+            let a = addr.checked_add(i as u64)?;
+            let &(at, v) = self.0.iter().find(|&&(at, _)| at <= a && a - at < 8)?;
+            *b = v
+                .to_le_bytes()
+                .get(usize::try_from(a - at).ok()?)
+                .copied()?;
+        }
+        Some(())
+    }
+}
+
+/// Tables that cover no pc: every object "has" a search table with no
+/// entries, so every table step is refused (`no_fde`, without a read) and
+/// [`walk_tables`] goes on by frame pointers.
+#[derive(Clone, Copy, Debug)]
+pub struct EmptyTables;
+
+impl Tables for EmptyTables {
+    fn find(&mut self, _pc: u64) -> Option<Hdr> {
+        Some(Hdr {
+            addr: 0,
+            eh_frame: 0,
+            table: 0,
+            count: 0,
+            table_enc: 0x3b,
+        })
+    }
+}
+
 /// The result of [`run`].
 #[derive(Clone, Copy, Debug)]
 pub struct Outcome {
@@ -83,6 +119,22 @@ pub fn run(case: &Case) -> Outcome {
     let max = case.max.min(MAX_ENTRIES);
     let (len, stop) = walk(&case.regs, &mut CaseMemory(case.mem), &mut entries[..max]);
     Outcome { entries, len, stop }
+}
+
+/// Walk `case` with [`walk_tables`] and [`EmptyTables`]: the result must
+/// be [`run`]'s, every step having been refused by the tables first.
+pub fn run_tables(case: &Case) -> (Outcome, TableStats) {
+    let mut entries = [0; MAX_ENTRIES];
+    let max = case.max.min(MAX_ENTRIES);
+    let mut stats = TableStats::default();
+    let (len, stop) = walk_tables(
+        &case.regs,
+        &mut CaseMemory(case.mem),
+        &mut EmptyTables,
+        &mut entries[..max],
+        &mut stats,
+    );
+    (Outcome { entries, len, stop }, stats)
 }
 
 /// A 64-bit context, no function-entry rule, no segment bases.
