@@ -138,7 +138,7 @@ pub(crate) fn user_faultable<'a>(
     let current = CurrentInfo::new(task);
     let mut cache = CurrentCache::get(current)?;
     if cache.nr() == 0 {
-        let (n, _) = walk::unwind_current(cache.entries());
+        let (n, _) = walk::unwind_current_faultable(task, cache.entries());
         cache.set_nr(n as u32);
         // Have the return to user space reset the cache.
         mask::mark_used(&current.info().mask());

@@ -165,6 +165,28 @@ pub unsafe extern "C" fn unwind_task_free(task: *mut bindings::task_struct) {
     unsafe { deferred::task_free(task) }
 }
 
+/// Counter `i` of the unwind tables (debugfs `unwind_user/stats`): its
+/// name, with its value in `*val`, or NULL past the last counter.
+///
+/// # Safety
+///
+/// `val` must be valid for writing.
+#[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+#[no_mangle]
+pub unsafe extern "C" fn unwind_user_tables_stat(
+    i: c_uint,
+    val: *mut u64,
+) -> *const kernel::ffi::c_char {
+    match crate::tables::stat(i as usize) {
+        Some((name, v)) => {
+            // SAFETY: `val` is valid for writing (caller's duty).
+            unsafe { val.write(v) };
+            name.as_char_ptr()
+        }
+        None => core::ptr::null(),
+    }
+}
+
 // Each function has the type of its C prototype.
 const _: () = {
     type User = unsafe extern "C" fn(*mut bindings::unwind_stacktrace, c_uint) -> c_int;
@@ -186,4 +208,9 @@ const _: () = {
         bindings::unwind_task_init,
     ];
     let _: [TaskFn; 2] = [unwind_task_free, bindings::unwind_task_free];
+    #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+    {
+        type Stat = unsafe extern "C" fn(c_uint, *mut u64) -> *const kernel::ffi::c_char;
+        let _: [Stat; 2] = [unwind_user_tables_stat, bindings::unwind_user_tables_stat];
+    }
 };

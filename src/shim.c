@@ -4,11 +4,14 @@
  * user context of current read with the arch hooks of <asm/unwind_user.h>.
  * Everything else is in the Rust files next to this one.
  */
+#include <linux/debugfs.h>
+#include <linux/kstrtox.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task_stack.h>
+#include <linux/seq_file.h>
 #include <linux/srcu.h>
 #include <linux/unwind_user.h>
 #include <linux/unwind_user_rust.h>
@@ -80,3 +83,36 @@ void unwind_user_visit_threads(unwind_thread_fn fn, void *data)
 	for_each_process_thread(g, t)
 		fn(t, data);
 }
+
+#ifdef CONFIG_UNWIND_USER_RUST_TABLES
+/* Deferred walks step by .eh_frame tables (tables.rs); off at boot. */
+bool unwind_user_tables __read_mostly;
+
+static int __init unwind_user_tables_setup(char *s)
+{
+	return !kstrtobool(s, &unwind_user_tables);
+}
+__setup("unwind_user_tables=", unwind_user_tables_setup);
+
+static int unwind_user_stats_show(struct seq_file *m, void *v)
+{
+	const char *name;
+	unsigned int i;
+	u64 val;
+
+	for (i = 0; (name = unwind_user_tables_stat(i, &val)); i++)
+		seq_printf(m, "%s %llu\n", name, val);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(unwind_user_stats);
+
+static int __init unwind_user_tables_debugfs(void)
+{
+	struct dentry *dir = debugfs_create_dir("unwind_user", NULL);
+
+	debugfs_create_bool("tables", 0600, dir, &unwind_user_tables);
+	debugfs_create_file("stats", 0400, dir, NULL, &unwind_user_stats_fops);
+	return 0;
+}
+late_initcall(unwind_user_tables_debugfs);
+#endif

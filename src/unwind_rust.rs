@@ -15,6 +15,8 @@
 //!   cookie format, the request bitmask), shared with the host tests;
 //! - [`walk`]: `unwind_user()`, the walk over the current task's stack;
 //! - [`cache`]: the per-task page of entries and `unwind_user_faultable()`;
+//! - `tables`: the objects' unwind tables for the deferred walk
+//!   (`CONFIG_UNWIND_USER_RUST_TABLES`), its switch and counters;
 //! - [`cookie`]: the per-entry context cookie;
 //! - [`deferred`]: registering callbacks, requests, the task_work that runs
 //!   them under SRCU, cancel and the exit path;
@@ -52,5 +54,7 @@ mod cookie;
 mod deferred;
 pub mod ffi;
 pub mod perf;
+#[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+mod tables;
 mod task;
 mod walk;

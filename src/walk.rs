@@ -10,14 +10,27 @@
 //! read is checked against the user address range and fails instead of
 //! faulting).
 
+use crate::logic::cfi::UserBytes;
 use crate::logic::walk::{self as rules, FrameRule, Stop, UserMemory, UserRegs, WordSize};
 use kernel::{
     bindings,
+    task::CurrentTask,
     uaccess::{UserPtr, UserSlice},
 };
 
-/// The current task's user memory, read one word at a time.
-struct CurrentUserMemory;
+/// The current task's user memory, read one word at a time (or, for the
+/// unwind tables, a few bytes at a time).
+pub(crate) struct CurrentUserMemory;
+
+impl UserBytes for CurrentUserMemory {
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        let addr = UserPtr::from_addr(usize::try_from(addr).ok()?);
+        UserSlice::new(addr, buf.len())
+            .reader()
+            .read_slice(buf)
+            .ok()
+    }
+}
 
 impl UserMemory for CurrentUserMemory {
     #[inline]
@@ -98,6 +111,28 @@ pub(crate) fn unwind_current(out: &mut [u64]) -> (usize, Option<Stop>) {
     }
 }
 
+/// [`unwind_current`] in task context where page faults may be taken
+/// (the deferred walk): by the objects' unwind tables where they are
+/// switched on ([`crate::tables`]), by frame pointers otherwise.
+pub(crate) fn unwind_current_faultable(
+    task: &CurrentTask,
+    out: &mut [u64],
+) -> (usize, Option<Stop>) {
+    #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+    if crate::tables::enabled() && !out.is_empty() {
+        if let (Some(regs), Some(mm)) = (current_regs(), task.mm()) {
+            let mut tables = crate::tables::TaskTables::new(mm, regs.ws);
+            let mut stats = rules::TableStats::default();
+            let (n, stop) =
+                rules::walk_tables(&regs, &mut CurrentUserMemory, &mut tables, out, &mut stats);
+            tables.account(&stats, stop);
+            return (n, Some(stop));
+        }
+    }
+    let _ = task;
+    unwind_current(out)
+}
+
 #[cfg(CONFIG_UNWIND_USER_RUST_KUNIT_TEST)]
 #[kernel::prelude::kunit_tests(unwind_rust_walk)]
 mod tests {
@@ -125,6 +160,10 @@ mod tests {
                 );
             }
             assert!(ok);
+            // The walk by tables, every table step refused, is the same.
+            let (out, stats) = walk_cases::run_tables(case);
+            assert!(out.matches(case));
+            assert_eq!(stats.table_frames, 0);
         }
     }
 

@@ -57,6 +57,13 @@ DECLARE_PER_CPU(u32, unwind_ctx_ctr);
 extern struct srcu_struct unwind_srcu;
 extern struct mutex unwind_callback_mutex;
 
+#ifdef CONFIG_UNWIND_USER_RUST_TABLES
+/* Deferred walks step by the objects' .eh_frame tables (tables.rs). */
+extern bool unwind_user_tables;
+/* Rust: counter @i's name and *@val, NULL past the last. */
+const char *unwind_user_tables_stat(unsigned int i, u64 *val);
+#endif
+
 /* Rust, called by perf: the callchain of a sample, NULL if empty. */
 struct perf_callchain_entry *perf_callchain_rust(struct perf_event *event,
 						 struct pt_regs *regs);
