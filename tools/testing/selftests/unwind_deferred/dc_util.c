@@ -360,7 +360,13 @@ int dc_syms_load(void)
 		if (!syms)
 			return -ENOMEM;
 		for (size_t j = 0; j < n; j++) {
-			if (ELF64_ST_TYPE(s[j].st_info) != STT_FUNC || !s[j].st_value)
+			/*
+			 * An undefined function of a dynamically linked
+			 * -no-pie binary may carry its PLT entry's address:
+			 * not a function of this binary.
+			 */
+			if (ELF64_ST_TYPE(s[j].st_info) != STT_FUNC || !s[j].st_value ||
+			    s[j].st_shndx == SHN_UNDEF)
 				continue;
 			syms[nr_syms].addr = s[j].st_value;
 			syms[nr_syms].size = s[j].st_size;
@@ -396,6 +402,20 @@ const char *dc_sym(uint64_t addr, uint64_t *offset)
 	if (offset)
 		*offset = addr - s->addr;
 	return s->name;
+}
+
+bool dc_sym_is(uint64_t addr, const char *name)
+{
+	const struct sym *s = lookup(syms, nr_syms, addr);
+
+	if (!s)
+		return false;
+	/* lookup() gives the last of the symbols that start there */
+	for (size_t i = s - syms + 1; i-- > 0 && syms[i].addr == s->addr;)
+		if (addr < syms[i].addr + (syms[i].size ? syms[i].size : 1) &&
+		    !strcmp(syms[i].name, name))
+			return true;
+	return false;
 }
 
 uint64_t dc_sym_addr(const char *name, uint64_t *size)

@@ -111,6 +111,11 @@ void dc_log_free(struct dc_log *log);
 /* Symbols of the running binary (/proc/self/exe). */
 int dc_syms_load(void);
 const char *dc_sym(uint64_t addr, uint64_t *offset);
+/*
+ * Is @addr in a function named @name?  Unlike dc_sym(), every alias of the
+ * function counts (static glibc's read, __read and __libc_read).
+ */
+bool dc_sym_is(uint64_t addr, const char *name);
 /* Start address and size of function @name, 0 if absent. */
 uint64_t dc_sym_addr(const char *name, uint64_t *size);
 /* Kernel symbols from /proc/kallsyms, for printing only. */

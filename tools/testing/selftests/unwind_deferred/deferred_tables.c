@@ -1,0 +1,1179 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Deferred user callchains of code built without frame pointers, unwound
+ * by the objects' .eh_frame tables (the Rust unwinder's table mode,
+ * /sys/kernel/debug/unwind_user/tables; task_work context only).
+ *
+ * This program is built -O2 -fomit-frame-pointer (no frame pointer in our
+ * code, none in glibc either), linked dynamically against glibc and
+ * -no-pie, so that its own symbol table names its frames at their final
+ * addresses; libc.so.6's frames are named by its .dynsym (load bias from
+ * /proc/self/maps), the vDSO's by its own .dynsym in memory.  A child
+ * (dc_profile_child(), per-task cpu-clock at 10 kHz, defer_callchain)
+ * runs each workload until it has used its CPU time:
+ *
+ *  qsort:  qsort() on 64 ints with a comparator that calls getppid().
+ *          glibc's qsort() is "xor %r8d,%r8d; jmp qsort_r", so qsort is
+ *          never a frame; msort_with_tmp (local) recurses in libc:
+ *          getppid <- sort_cmp <- (libc x1+) <- qsort_r <- sort_run <-
+ *          run_sort <- TAIL
+ *  read:   libc's read() of 64 KiB from /dev/zero, from caller_a, _b and
+ *          _c, each called only by path_a, _b, _c: read <- caller_X <-
+ *          path_X <- read_run <- run_read <- TAIL, X the same letter twice
+ *          (the syscall wrapper's direct caller, which a frame-pointer
+ *          walk from the frameless wrapper loses)
+ *  deep:   a recursion 200 frames deep, then system calls:
+ *          deep_leaf <- recurse x200 <- run_deep <- TAIL
+ *  TAIL:   dc_profile_child <- measure <- main <- (libc: the local
+ *          __libc_start_call_main, exactly one) <- __libc_start_main <-
+ *          _start, the end of the stack (its CFI leaves the return address
+ *          undefined).
+ *
+ * The i386 build (deferred_tables_32, static: i386 glibc calls the
+ * kernel through the vDSO's __kernel_vsyscall) runs read and deep; there
+ * read's chain starts __kernel_vsyscall [vdso] <- read, and TAIL ends
+ * main <- __libc_start_call_main <- __libc_start_main <- _start, all
+ * named by its own symbol table.
+ *
+ * A workload's leaf samples are those whose record starts in the leaf
+ * (getppid, read, deep_leaf; on i386 __kernel_vsyscall inside ksys_read),
+ * but for the child's start-up read() (dc_profile_child() waits for its
+ * go in read(), which returns with the event enabled), known by its exact
+ * chain read <- dc_profile_child <- measure <- ... and counted apart.
+ * With /sys/kernel/debug/unwind_user/tables present (the Rust kernel
+ * with table unwinding), each workload runs with tables off, then on;
+ * the original setting is restored at exit.  Asserted with tables on: at
+ * least 99% of the leaf samples (of at least MIN_LEAF) merge to exactly
+ * the chain, whole length; no read sample loses caller_X; the stats file's
+ * table_frames grew.  In every mode: every sample ends with
+ * PERF_CONTEXT_USER_DEFERRED + cookie, every cookie has exactly one record
+ * of the child (but the final-stop sample, see deferred_task.c), every
+ * record has a sample, is MISC_USER, non-empty, with no kernel address
+ * and (on Rust, or with tables on) no other non-user one (upstream C
+ * records the garbage a frame-pointer walk of frameless code reads:
+ * README, "Other deliberate differences"), nothing lost.  With tables off
+ * (or absent: upstream C, Rust without the feature) the shape of the
+ * stacks is the documented outcome, printed, not asserted: the share of
+ * exact chains, of leaf samples whose caller is lost, and of records with
+ * none of our frames after the leaf.
+ *
+ * --selftest (a development aid for this machine, whose kernel has no
+ * defer_callchain): each workload runs in this process under a 1 ms
+ * ITIMER_PROF; the handler takes glibc's backtrace() (libgcc's unwinder,
+ * the same tables) from the interrupted PC, and those stacks go through
+ * the same checks as the tables-on records (runner selftest_run instead
+ * of dc_profile_child).
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "../kselftest.h"
+#include "dc_util.h"
+
+#define PERIOD_NS	100000		/* 10 kHz */
+#define RING_PAGES	1024		/* 4 MiB: records of 200+ entries */
+#define DEFAULT_MS	1000		/* CPU time of each workload run */
+#define MIN_SAMPLES	40
+#define MIN_LEAF	20
+#define SORT_N		64		/* 256 bytes: merge sort, buffer on the stack */
+#define READ_SIZE	65536
+#define DEPTH		200
+#define KERNEL_MIN	0xffff800000000000ULL	/* x86-64 kernel half */
+#define UW_DIR		"/sys/kernel/debug/unwind_user"
+#define MAX_PAT		(DEPTH + 32)
+
+/* Keep the compiler from turning calls into tail jumps. */
+#define NO_TAIL() asm volatile("" ::: "memory")
+/* A frame of its own name: no inlining, cloning, identical-code folding. */
+#define FRAME __attribute__((noipa))
+
+/* ---------------- the workloads (no frame pointers) ---------------- */
+
+struct ts {
+	long sec, nsec;	/* the native ABI of __NR_clock_gettime */
+};
+
+/* The thread's CPU time (see workload.c), with no libc or vDSO frame. */
+static inline __attribute__((always_inline)) uint64_t cpu_ms(void)
+{
+	struct ts t;
+
+	dc_syscall3(__NR_clock_gettime, 3 /* CLOCK_THREAD_CPUTIME_ID */, (long)&t, 0);
+	return (uint64_t)t.sec * 1000 + t.nsec / 1000000;
+}
+
+struct wl_arg {
+	unsigned int ms;
+	int fd;		/* /dev/zero, opened by the parent */
+	char *buf;	/* READ_SIZE bytes */
+};
+
+FRAME int sort_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	getppid();	/* through libc: the leaf is libc's getppid */
+	return (x > y) - (x < y);
+}
+
+FRAME uint64_t sort_run(unsigned int ms)
+{
+	uint64_t end = cpu_ms() + ms, sorts = 0;
+	uint32_t seed = 1;
+	int a[SORT_N];
+
+	do {
+		for (int i = 0; i < SORT_N; i++) {
+			seed = seed * 1103515245 + 12345;
+			a[i] = seed >> 8;
+		}
+		qsort(a, SORT_N, sizeof(a[0]), sort_cmp);
+		sorts++;
+	} while (cpu_ms() < end);
+	return sorts;
+}
+
+FRAME void run_sort(void *arg)
+{
+	sort_run(((struct wl_arg *)arg)->ms);
+	NO_TAIL();
+}
+
+#define CALLER(x)							\
+FRAME ssize_t caller_##x(int fd, char *buf)				\
+{									\
+	ssize_t r = read(fd, buf, READ_SIZE);				\
+									\
+	NO_TAIL();							\
+	return r;							\
+}									\
+FRAME ssize_t path_##x(int fd, char *buf)				\
+{									\
+	ssize_t r = caller_##x(fd, buf);				\
+									\
+	NO_TAIL();							\
+	return r;							\
+}
+CALLER(a)
+CALLER(b)
+CALLER(c)
+
+FRAME uint64_t read_run(const struct wl_arg *a)
+{
+	uint64_t end = cpu_ms() + a->ms, bytes = 0;
+
+	do {
+		bytes += path_a(a->fd, a->buf);
+		bytes += path_b(a->fd, a->buf);
+		bytes += path_c(a->fd, a->buf);
+	} while (cpu_ms() < end);
+	return bytes;
+}
+
+FRAME void run_read(void *arg)
+{
+	read_run(arg);
+	NO_TAIL();
+}
+
+FRAME uint64_t deep_leaf(unsigned int ms)
+{
+	uint64_t end = cpu_ms() + ms, calls = 0;
+
+	do {
+		for (int i = 0; i < 64; i++) {
+			dc_syscall3(__NR_getppid, 0, 0, 0);
+			calls++;
+		}
+	} while (cpu_ms() < end);
+	return calls;
+}
+
+FRAME uint64_t recurse(int n, unsigned int ms)
+{
+	uint64_t r = n > 1 ? recurse(n - 1, ms) : deep_leaf(ms);
+
+	NO_TAIL();	/* no tail call, no accumulator loop */
+	return r + 1;
+}
+
+FRAME void run_deep(void *arg)
+{
+	recurse(DEPTH, ((struct wl_arg *)arg)->ms);
+	NO_TAIL();
+}
+
+/* ---------------- libc and vDSO symbols ---------------- */
+
+struct dsym {
+	uint64_t addr, size;	/* link-time address */
+	const char *name;
+};
+
+struct dso {
+	const char *what;
+	uint64_t lo[8], hi[8];	/* its mappings */
+	int nmaps;
+	uint64_t bias;		/* run-time address - link-time address */
+	struct dsym *syms;
+	size_t nsyms;
+	char path[512];
+};
+
+static struct dso libc_dso = { .what = "libc" }, vdso_dso = { .what = "vdso" };
+
+static bool in_dso(const struct dso *d, uint64_t a)
+{
+	for (int i = 0; i < d->nmaps; i++)
+		if (a >= d->lo[i] && a < d->hi[i])
+			return true;
+	return false;
+}
+
+static int dsym_cmp(const void *a, const void *b)
+{
+	const struct dsym *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Leading underscores, then length: read before __read. */
+static bool better_name(const char *a, const char *b)
+{
+	size_t ua = strspn(a, "_"), ub = strspn(b, "_");
+
+	return ua != ub ? ua < ub : strlen(a) < strlen(b);
+}
+
+/*
+ * The dynamic symbol of @d that contains run-time address @a: with @want,
+ * that alias if it is one (else NULL); without, the best of its names.
+ */
+static const char *dso_name(const struct dso *d, uint64_t a, const char *want,
+			    uint64_t *off)
+{
+	uint64_t v = a - d->bias;
+	size_t lo = 0, hi = d->nsyms;
+	const char *best = NULL;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (d->syms[mid].addr <= v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i-- > 0 && d->syms[i].addr == d->syms[lo - 1].addr;) {
+		const struct dsym *s = &d->syms[i];
+
+		if (v >= s->addr + (s->size ? s->size : 1))
+			continue;
+		if (want) {
+			if (!strcmp(s->name, want))
+				return s->name;
+		} else if (!best || better_name(s->name, best)) {
+			best = s->name;
+			if (off)
+				*off = v - s->addr;
+		}
+	}
+	return best;
+}
+
+/*
+ * The functions in .dynsym of the ELF image @img (@size bytes), whose
+ * first PT_LOAD's page is mapped at @base.
+ */
+static int dso_load(struct dso *d, const uint8_t *img, size_t size, uint64_t base)
+{
+	const ElfW(Ehdr) *eh = (const void *)img;
+	const ElfW(Phdr) *ph;
+	const ElfW(Shdr) *sh;
+	uint64_t page = sysconf(_SC_PAGESIZE);
+	int i;
+
+	if (size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_ident[EI_CLASS] != (sizeof(long) == 8 ? ELFCLASS64 : ELFCLASS32) ||
+	    eh->e_phoff + eh->e_phnum * sizeof(*ph) > size ||
+	    eh->e_shoff + eh->e_shnum * sizeof(*sh) > size)
+		return -ENOEXEC;
+	ph = (const void *)(img + eh->e_phoff);
+	for (i = 0; i < eh->e_phnum && ph[i].p_type != PT_LOAD; i++)
+		;
+	if (i == eh->e_phnum)
+		return -ENOEXEC;
+	d->bias = base - ((ph[i].p_vaddr - ph[i].p_offset) & ~(page - 1));
+	sh = (const void *)(img + eh->e_shoff);
+	for (i = 0; i < eh->e_shnum; i++) {
+		const ElfW(Shdr) *str = &sh[sh[i].sh_link];
+		const ElfW(Sym) *s;
+		size_t n;
+
+		if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum ||
+		    sh[i].sh_offset + sh[i].sh_size > size ||
+		    str->sh_offset + str->sh_size > size)
+			continue;
+		s = (const void *)(img + sh[i].sh_offset);
+		n = sh[i].sh_size / sizeof(*s);
+		d->syms = calloc(n, sizeof(*d->syms));
+		if (!d->syms)
+			return -ENOMEM;
+		for (size_t j = 0; j < n; j++) {
+			if (ELF64_ST_TYPE(s[j].st_info) != STT_FUNC ||
+			    s[j].st_shndx == SHN_UNDEF || !s[j].st_value ||
+			    s[j].st_name >= str->sh_size)
+				continue;
+			d->syms[d->nsyms].addr = s[j].st_value;
+			d->syms[d->nsyms].size = s[j].st_size;
+			d->syms[d->nsyms].name = (const char *)img + str->sh_offset + s[j].st_name;
+			d->nsyms++;
+		}
+		qsort(d->syms, d->nsyms, sizeof(*d->syms), dsym_cmp);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/*
+ * libc's and the vDSO's mappings from /proc/self/maps (the children are
+ * forked from this process: the same), and their symbols: libc.so.6 read
+ * from the file maps names, the vDSO from memory.
+ */
+static int maps_load(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	uint64_t libc_base = 0;
+	char line[1024];
+	int err = 0;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, off;
+		struct dso *d = NULL;
+		char *path, *p;
+		int pos = 0;
+
+		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &lo, &hi, &off, &pos) < 3 || !pos)
+			continue;
+		path = line + pos;
+		path[strcspn(path, "\n")] = 0;
+		p = strrchr(path, '/');
+		if (!strcmp(path, "[vdso]"))
+			d = &vdso_dso;
+		else if (p && !strcmp(p + 1, "libc.so.6"))
+			d = &libc_dso;
+		if (!d || d->nmaps == 8)
+			continue;
+		d->lo[d->nmaps] = lo;
+		d->hi[d->nmaps++] = hi;
+		if (d == &libc_dso && !off && !libc_base) {
+			libc_base = lo;
+			snprintf(libc_dso.path, sizeof(libc_dso.path), "%s", path);
+		}
+	}
+	fclose(f);
+	if (libc_base) {
+		struct stat st;
+		void *map = MAP_FAILED;
+		int fd = open(libc_dso.path, O_RDONLY);
+
+		if (fd >= 0 && !fstat(fd, &st))
+			map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (fd >= 0)
+			close(fd);
+		err = map == MAP_FAILED ? -errno : dso_load(&libc_dso, map, st.st_size, libc_base);
+		if (err)
+			return err;
+	}
+	if (vdso_dso.nmaps)
+		err = dso_load(&vdso_dso, (const uint8_t *)(uintptr_t)vdso_dso.lo[0],
+			       vdso_dso.hi[0] - vdso_dso.lo[0], vdso_dso.lo[0]);
+	return err;
+}
+
+/* ---------------- expected chains ---------------- */
+
+enum obj { OBJ_END, OBJ_EXE, OBJ_LIBC, OBJ_VDSO };
+
+/* @min to @max consecutive frames in @obj named @name (NULL: see below) */
+struct pat {
+	enum obj obj;
+	const char *name;
+	int min, max;
+};
+
+#define EXE(n)		{ OBJ_EXE, n, 1, 1 }
+#define EXE_X(n, k)	{ OBJ_EXE, n, k, k }
+#define LIBC(n)		{ OBJ_LIBC, n, 1, 1 }
+/* libc frames in functions with no exported name (local functions) */
+#define LIBC_LOCAL	{ OBJ_LIBC, NULL, 1, 1 }
+#define LIBC_LOCALS	{ OBJ_LIBC, NULL, 1, DC_MAX_IPS }
+#define VDSO(n)		{ OBJ_VDSO, n, 1, 1 }
+#define PAT_END		{ OBJ_END, NULL, 0, 0 }
+
+/* Where every workload's chain ends (the child's runner is patched in). */
+static struct pat tail[] = {
+	EXE("dc_profile_child"), EXE("measure"), EXE("main"),
+#ifdef __x86_64__
+	LIBC_LOCAL /* __libc_start_call_main */, LIBC("__libc_start_main"),
+#else
+	EXE("__libc_start_call_main"), EXE("__libc_start_main"),
+#endif
+	EXE("_start"), PAT_END
+};
+
+#ifdef __x86_64__
+static const struct pat head_sort[] = {
+	LIBC("getppid"), EXE("sort_cmp"), LIBC_LOCALS /* msort_with_tmp */,
+	LIBC("qsort_r"), EXE("sort_run"), EXE("run_sort"), PAT_END
+};
+#endif
+#ifdef __x86_64__
+#define READ_LEAF LIBC("read")
+#else
+#define READ_LEAF VDSO("__kernel_vsyscall"), EXE("read")
+#endif
+#define HEAD_READ(x) { READ_LEAF, EXE("caller_" #x), EXE("path_" #x), \
+		       EXE("read_run"), EXE("run_read"), PAT_END }
+static const struct pat head_read_a[] = HEAD_READ(a);
+static const struct pat head_read_b[] = HEAD_READ(b);
+static const struct pat head_read_c[] = HEAD_READ(c);
+static const struct pat head_deep[] = {
+	EXE("deep_leaf"), EXE_X("recurse", DEPTH), EXE("run_deep"), PAT_END
+};
+
+struct workload {
+	const char *name;
+	void (*fn)(void *arg);
+	/* leaf samples in the kernel must have this function there too */
+	const char *leaf_kfunc;
+	int nchains;
+	const struct pat *head[3];
+	/* the first so many elements: the leaf's direct caller is kept */
+	int caller_elems;
+	bool assert_caller;
+	/*
+	 * The leaf's first so many elements, then the tail: the child's
+	 * start-up read(), waiting for dc_profile_child()'s go, which returns
+	 * with the event enabled.  Not a sample of the workload.
+	 */
+	int startup_elems;
+	struct pat chain[3][MAX_PAT];	/* head + tail */
+	struct pat startup[MAX_PAT];
+};
+
+static struct workload workloads[] = {
+#ifdef __x86_64__
+	{ "qsort", run_sort, NULL, 1, { head_sort }, 2, false, 0 },
+	{ "read", run_read, NULL, 3, { head_read_a, head_read_b, head_read_c },
+	  3, true, 1 },
+#else
+	/* raise()'s system calls at the end go through the vDSO too */
+	{ "read", run_read, "ksys_read", 3,
+	  { head_read_a, head_read_b, head_read_c }, 4, true, 2 },
+#endif
+	{ "deep", run_deep, NULL, 1, { head_deep }, 2, false, 0 },
+};
+#define NR_WORKLOADS (int)(sizeof(workloads) / sizeof(workloads[0]))
+
+static uint64_t frame_addr(const uint64_t *ips, uint32_t i)
+{
+	return i ? ips[i] - 1 : ips[i];	/* return addresses: the call */
+}
+
+static bool frame_is(uint64_t a, const struct pat *p)
+{
+	switch (p->obj) {
+	case OBJ_EXE:
+		return dc_sym_is(a, p->name);
+	case OBJ_LIBC:
+		if (!in_dso(&libc_dso, a))
+			return false;
+		return p->name ? !!dso_name(&libc_dso, a, p->name, NULL) :
+				 !dso_name(&libc_dso, a, NULL, NULL);
+	case OBJ_VDSO:
+		return in_dso(&vdso_dso, a) &&
+		       (!p->name || dso_name(&vdso_dso, a, p->name, NULL));
+	default:
+		return false;
+	}
+}
+
+/*
+ * Do frames @i.. of @ips match the pattern @p (and end with it, unless
+ * @prefix)?  *@where: the furthest frame a failed match reached.
+ */
+static bool match(const struct pat *p, const uint64_t *ips, uint32_t nr,
+		  uint32_t i, bool prefix, uint32_t *where)
+{
+	if (p->obj == OBJ_END) {
+		if (!prefix && i != nr && i > *where)
+			*where = i;
+		return prefix || i == nr;
+	}
+	for (int k = 0;; k++, i++) {
+		if (k >= p->min && match(p + 1, ips, nr, i, prefix, where))
+			return true;
+		if (k >= p->max || i >= nr || !frame_is(frame_addr(ips, i), p)) {
+			if (i > *where)
+				*where = i;
+			return false;
+		}
+	}
+}
+
+static void pat_str(const struct pat *p, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (; p->obj != OBJ_END && n < len; p++) {
+		char one[96];
+
+		if (p->obj == OBJ_LIBC && !p->name)
+			snprintf(one, sizeof(one), "(libc%s)", p->max > 1 ? " x1+" : "");
+		else if (p->obj == OBJ_VDSO)
+			snprintf(one, sizeof(one), "%s [vdso]", p->name ? p->name : "");
+		else
+			snprintf(one, sizeof(one), "%s%s%.0d%s", p->name,
+				 p->min > 1 ? " x" : "", p->min > 1 ? p->min : 0,
+				 p->obj == OBJ_LIBC ? " [libc]" : "");
+		n += snprintf(buf + n, len - n, "%s%s", n ? " <- " : "", one);
+	}
+}
+
+static void build_chain(struct pat *out, const struct pat *head, int nhead)
+{
+	int n = 0;
+
+	for (; n < nhead && head[n].obj != OBJ_END; n++)
+		out[n] = head[n];
+	for (const struct pat *p = tail; n < MAX_PAT - 1; p++) {
+		out[n++] = *p;
+		if (p->obj == OBJ_END)
+			break;
+	}
+}
+
+static void build_chains(const char *runner)
+{
+	tail[0].name = runner;
+	for (int w = 0; w < NR_WORKLOADS; w++) {
+		struct workload *wl = &workloads[w];
+
+		for (int c = 0; c < wl->nchains; c++)
+			build_chain(wl->chain[c], wl->head[c], MAX_PAT);
+		build_chain(wl->startup, wl->head[0], wl->startup_elems);
+	}
+}
+
+/* ---------------- printing ---------------- */
+
+static const char *frame_name(uint64_t a, const char **where, uint64_t *off)
+{
+	const char *n;
+
+	*off = 0;
+	*where = "";
+	if ((n = dc_sym(a, off)))
+		return n;
+	if (in_dso(&libc_dso, a)) {
+		*where = " [libc]";
+		n = dso_name(&libc_dso, a, NULL, off);
+		if (!n)
+			*off = a - libc_dso.bias;	/* for addr2line */
+		return n ? n : "libc.so.6";
+	}
+	if (in_dso(&vdso_dso, a)) {
+		*where = " [vdso]";
+		n = dso_name(&vdso_dso, a, NULL, off);
+		return n ? n : "vdso";
+	}
+	return "?";
+}
+
+/* The merged stack; runs of frames of one function of ours collapsed. */
+static void print_merged(const struct dc_sample *s, const struct dc_deferred *d)
+{
+	printf("#   sample pid %u tid %u cookie %#llx, record of %u entries\n",
+	       s->pid, s->tid, (unsigned long long)s->cookie, d ? d->nr : 0);
+	for (uint32_t i = 0; i < s->nr_kernel; i++)
+		printf("#     %016llx %s [kernel]\n",
+		       (unsigned long long)s->kernel[i], dc_ksym(s->kernel[i]));
+	for (uint32_t i = 0, n; d && i < d->nr; i += n) {
+		const char *where, *name, *ours;
+		uint64_t off;
+
+		name = frame_name(frame_addr(d->ips, i), &where, &off);
+		ours = dc_sym(frame_addr(d->ips, i), NULL);
+		for (n = 1; ours && i + n < d->nr &&
+			    dc_sym(frame_addr(d->ips, i + n), NULL) == ours; n++)
+			;
+		printf("#     %016llx %s+%#llx%s", (unsigned long long)d->ips[i],
+		       name, (unsigned long long)(off + !!i), where);
+		if (n > 1)
+			printf(" (x%u)", n);
+		printf("\n");
+	}
+}
+
+/* ---------------- debugfs ---------------- */
+
+static int tables_orig = -1;
+static pid_t tables_owner;
+
+static int tables_get(void)
+{
+	char c = 0;
+	int fd = open(UW_DIR "/tables", O_RDONLY);
+
+	if (fd < 0)
+		return -1;
+	if (read(fd, &c, 1) != 1)
+		c = 0;
+	close(fd);
+	return c == 'Y' ? 1 : c == 'N' ? 0 : -1;
+}
+
+static int tables_set(int on)
+{
+	int fd = open(UW_DIR "/tables", O_WRONLY), ok;
+
+	if (fd < 0)
+		return -errno;
+	ok = write(fd, on ? "1" : "0", 1) == 1;
+	close(fd);
+	if (!ok)
+		return -EIO;
+	return tables_get() == on ? 0 : -EIO;
+}
+
+static void tables_restore(void)
+{
+	if (tables_orig >= 0 && getpid() == tables_owner &&
+	    tables_get() != tables_orig)
+		tables_set(tables_orig);
+}
+
+static bool debugfs_mounted(void)
+{
+	FILE *f = fopen("/proc/mounts", "r");
+	char line[512];
+	bool m = false;
+
+	while (f && !m && fgets(line, sizeof(line), f))
+		m = strstr(line, " /sys/kernel/debug debugfs ") != NULL;
+	if (f)
+		fclose(f);
+	return m;
+}
+
+static bool have_tables(void)
+{
+	if (!debugfs_mounted() &&
+	    mount("none", "/sys/kernel/debug", "debugfs", 0, NULL))
+		ksft_print_msg("mounting debugfs: %s\n", strerror(errno));
+	return access(UW_DIR "/tables", F_OK) == 0;
+}
+
+#define MAX_STATS 64
+
+struct stats {
+	int n;
+	char name[MAX_STATS][48];
+	uint64_t val[MAX_STATS];
+};
+
+static bool stats_read(struct stats *st)
+{
+	FILE *f = fopen(UW_DIR "/stats", "r");
+	unsigned long long v;
+	char name[48];
+
+	st->n = 0;
+	if (!f)
+		return false;
+	while (st->n < MAX_STATS && fscanf(f, "%47s %llu", name, &v) == 2) {
+		snprintf(st->name[st->n], sizeof(st->name[0]), "%s", name);
+		st->val[st->n++] = v;
+	}
+	fclose(f);
+	return st->n > 0;
+}
+
+static uint64_t stats_val(const struct stats *st, const char *name, bool *found)
+{
+	for (int i = 0; i < st->n; i++) {
+		if (!strcmp(st->name[i], name)) {
+			*found = true;
+			return st->val[i];
+		}
+	}
+	*found = false;
+	return 0;
+}
+
+/* ---------------- one run ---------------- */
+
+enum mode { M_ASIS, M_OFF, M_ON, M_SELFTEST };
+static const char *const mode_name[] = {
+	"no table unwinding on this kernel", "tables off", "tables on",
+	"selftest (libgcc unwinder)"
+};
+
+static bool is_rust, selftest;
+
+struct res {
+	size_t samples, leaf, exact, caller_lost, broken, startup;
+	size_t bad_pid, bad_ctx, missing, dup, stopping, orphan;
+	size_t records, bad_rec, kaddr, nonuser;
+	uint64_t lost, malformed;
+	bool have_stats;
+	int64_t table_frames;
+	char stats[512];	/* counters that changed */
+};
+
+/* ---- --selftest: the same stacks from libgcc's unwinder in a SIGPROF handler ---- */
+
+static struct {
+	uint64_t *ips;
+	uint32_t *nr;
+	size_t n, cap;
+} st;
+
+static void st_handler(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	void *bt[DC_MAX_IPS];
+	uint64_t pc, *out;
+	int n, i, j = 0;
+
+#ifdef __x86_64__
+	pc = uc->uc_mcontext.gregs[REG_RIP];
+#else
+	pc = (uint32_t)uc->uc_mcontext.gregs[REG_EIP];
+#endif
+	if (st.n == st.cap)
+		return;
+	n = backtrace(bt, DC_MAX_IPS);
+	for (i = 0; i < n && (uintptr_t)bt[i] != pc; i++)
+		;
+	out = st.ips + st.n * DC_MAX_IPS;
+	for (; i < n; i++)
+		out[j++] = (uintptr_t)bt[i];
+	st.nr[st.n++] = j;
+}
+
+FRAME pid_t selftest_run(void (*fn)(void *arg), void *arg,
+			 struct perf_event_attr *attr, size_t ring_pages,
+			 struct dc_log *log)
+{
+	struct sigaction sa = { .sa_sigaction = st_handler, .sa_flags = SA_SIGINFO | SA_RESTART };
+	struct itimerval it = { { 0, 1000 }, { 0, 1000 } }, off = { { 0, 0 }, { 0, 0 } };
+	void *warm[4];
+
+	backtrace(warm, 4);	/* loads libgcc_s outside the handler */
+	st.n = 0;
+	st.cap = 2000;
+	st.ips = calloc(st.cap, DC_MAX_IPS * sizeof(*st.ips));
+	st.nr = calloc(st.cap, sizeof(*st.nr));
+	if (!st.ips || !st.nr || sigaction(SIGPROF, &sa, NULL) ||
+	    setitimer(ITIMER_PROF, &it, NULL))
+		return -errno;
+	fn(arg);
+	NO_TAIL();
+	setitimer(ITIMER_PROF, &off, NULL);
+	log->samples = calloc(st.n + 1, sizeof(*log->samples));
+	log->deferred = calloc(st.n + 1, sizeof(*log->deferred));
+	if (!log->samples || !log->deferred)
+		return -ENOMEM;
+	for (size_t i = 0; i < st.n; i++) {
+		struct dc_sample *s = &log->samples[i];
+		struct dc_deferred *d = &log->deferred[i];
+
+		s->pid = s->tid = d->pid = d->tid = getpid();
+		s->cookie = d->cookie = i + 1;
+		s->ends_deferred = true;
+		d->misc = PERF_RECORD_MISC_USER;
+		d->nr = st.nr[i];
+		memcpy(d->ips, st.ips + i * DC_MAX_IPS, d->nr * sizeof(d->ips[0]));
+	}
+	log->nr_samples = log->nr_deferred = st.n;
+	free(st.ips);
+	free(st.nr);
+	return getpid();
+}
+
+/*
+ * dc_find_deferred() by binary search: thousands of samples and records of
+ * 4 KiB each are too many for a linear search per sample under TCG.
+ */
+struct rec_key {
+	uint64_t cookie;
+	uint32_t pid, tid;
+	long idx;
+};
+
+static int rec_key_cmp(const void *a, const void *b)
+{
+	const struct rec_key *x = a, *y = b;
+
+	if (x->cookie != y->cookie)
+		return x->cookie < y->cookie ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static long find_rec(const struct rec_key *keys, size_t nkeys,
+		     const struct dc_sample *s, long *count)
+{
+	struct rec_key k = { s->cookie, s->pid, s->tid, -1 };
+	size_t lo = 0, hi = nkeys, i;
+
+	while (lo < hi) {	/* the first key >= k */
+		size_t mid = (lo + hi) / 2;
+
+		if (rec_key_cmp(&keys[mid], &k) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (i = lo; i < nkeys && keys[i].cookie == k.cookie &&
+		     keys[i].pid == k.pid && keys[i].tid == k.tid; i++)
+		;
+	*count = i - lo;
+	return i > lo ? keys[lo].idx : -1;
+}
+
+/* Is the record's first frame in the workload's leaf? */
+static bool is_leaf(const struct workload *w, const struct dc_sample *s,
+		    const struct dc_deferred *d)
+{
+	if (!d->nr || !frame_is(d->ips[0], &w->chain[0][0]))
+		return false;
+	return !w->leaf_kfunc || !s->nr_kernel || dc_kernel_stack_has(s, w->leaf_kfunc);
+}
+
+static void analyze(const struct workload *w, enum mode mode, struct dc_log *log,
+		    pid_t pid, struct res *r)
+{
+	uint64_t user_max = sizeof(long) == 4 ? 1ULL << 32 : DC_USER_MAX;
+	int print_bad = mode == M_ON || mode == M_SELFTEST ? 3 : 1;
+	bool print_good = mode == M_ON || mode == M_SELFTEST;
+	struct rec_key *keys = calloc(log->nr_deferred + 1, sizeof(*keys));
+
+	if (!keys)
+		ksft_exit_fail_msg("out of memory\n");
+	for (size_t i = 0; i < log->nr_deferred; i++)
+		keys[i] = (struct rec_key){ log->deferred[i].cookie, log->deferred[i].pid,
+					    log->deferred[i].tid, (long)i };
+	qsort(keys, log->nr_deferred, sizeof(*keys), rec_key_cmp);
+	r->samples = log->nr_samples;
+	r->records = log->nr_deferred;
+	r->lost = log->lost;
+	r->malformed = log->malformed;
+	for (size_t i = 0; i < log->nr_samples; i++) {
+		struct dc_sample *s = &log->samples[i];
+		struct dc_deferred *d;
+		bool exact = false, caller = false, ours = false;
+		uint32_t where = 0;
+		long idx, n;
+
+		if (s->pid != (uint32_t)pid || s->tid != (uint32_t)pid)
+			r->bad_pid++;
+		if (!s->ends_deferred || !s->cookie || s->has_user_ctx) {
+			r->bad_ctx++;
+			continue;
+		}
+		idx = find_rec(keys, log->nr_deferred, s, &n);
+		if (idx < 0 && dc_in_final_stop(log, s)) {
+			r->stopping++;
+			continue;
+		}
+		if (idx < 0) {
+			if (r->missing++ < 3) {
+				ksft_print_msg("%s, %s: sample %zu: cookie %#llx has no record\n",
+					       w->name, mode_name[mode], i,
+					       (unsigned long long)s->cookie);
+				print_merged(s, NULL);
+			}
+			continue;
+		}
+		if (n > 1)
+			r->dup++;
+		d = &log->deferred[idx];
+		d->matched++;
+		if (!is_leaf(w, s, d))
+			continue;
+		if (w->startup_elems && !selftest &&
+		    match(w->startup, d->ips, d->nr, 0, false, &where)) {
+			r->startup++;
+			continue;
+		}
+		where = 0;
+		r->leaf++;
+		for (int c = 0; c < w->nchains; c++) {
+			struct pat pre[8];
+			uint32_t wh = 0;
+
+			exact = exact || match(w->chain[c], d->ips, d->nr, 0, false, &where);
+			memcpy(pre, w->chain[c], w->caller_elems * sizeof(pre[0]));
+			pre[w->caller_elems] = (struct pat)PAT_END;
+			caller = caller || match(pre, d->ips, d->nr, 0, true, &wh);
+		}
+		for (uint32_t j = 1; j < d->nr && !ours; j++)
+			ours = dc_sym(frame_addr(d->ips, j), NULL) != NULL;
+		r->exact += exact;
+		r->caller_lost += !caller;
+		r->broken += !ours;
+		if (exact && print_good) {
+			print_good = false;
+			ksft_print_msg("%s, %s: first exact leaf record:\n", w->name,
+				       mode_name[mode]);
+			print_merged(s, d);
+		} else if (!exact && print_bad) {
+			print_bad--;
+			ksft_print_msg("%s, %s: leaf sample %zu not the chain (from entry %u of %u):\n",
+				       w->name, mode_name[mode], i, where, d->nr);
+			print_merged(s, d);
+		}
+	}
+	for (size_t i = 0; i < log->nr_deferred; i++) {
+		struct dc_deferred *d = &log->deferred[i];
+		bool k = false, nu = false;
+
+		r->orphan += !d->matched;
+		r->bad_rec += d->misc != PERF_RECORD_MISC_USER || !d->nr;
+		for (uint32_t j = 0; j < d->nr; j++) {
+			k = k || d->ips[j] >= KERNEL_MIN;
+			nu = nu || (d->ips[j] >= user_max && d->ips[j] < KERNEL_MIN);
+		}
+		if ((k || nu) && r->kaddr + r->nonuser < 2) {
+			ksft_print_msg("%s, %s: record with a %s address:\n", w->name,
+				       mode_name[mode], k ? "kernel" : "non-user");
+			print_merged(&(struct dc_sample){ .pid = d->pid, .tid = d->tid,
+					.cookie = d->cookie }, d);
+		}
+		r->kaddr += k;
+		r->nonuser += nu;
+	}
+	free(keys);
+}
+
+FRAME void measure(struct workload *w, enum mode mode, unsigned int ms, struct res *r)
+{
+	struct wl_arg arg = { .ms = ms };
+	struct perf_event_attr attr;
+	struct stats before, after;
+	struct dc_log log = { 0 };
+	pid_t pid;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	arg.fd = open("/dev/zero", O_RDONLY);
+	arg.buf = malloc(READ_SIZE);
+	if (arg.fd < 0 || !arg.buf)
+		ksft_exit_fail_msg("/dev/zero: %s\n", strerror(errno));
+	memset(arg.buf, 1, READ_SIZE);
+	if (mode == M_ON || mode == M_OFF) {
+		err = tables_set(mode == M_ON);
+		if (err)
+			ksft_exit_fail_msg("writing %s/tables: %s\n", UW_DIR, strerror(-err));
+	}
+	r->have_stats = mode != M_SELFTEST && stats_read(&before);
+	dc_attr_init(&attr, PERIOD_NS, true);
+	if (selftest)
+		pid = selftest_run(w->fn, &arg, &attr, RING_PAGES, &log);
+	else
+		pid = dc_profile_child(w->fn, &arg, &attr, RING_PAGES, &log);
+	NO_TAIL();
+	if (pid < 0)
+		ksft_exit_fail_msg("%s, %s: profiling the child: %s\n", w->name,
+				   mode_name[mode], strerror(-pid));
+	if (r->have_stats && stats_read(&after)) {
+		size_t n = 0;
+		bool found;
+
+		for (int i = 0; i < after.n; i++) {
+			int64_t delta = after.val[i] - stats_val(&before, after.name[i], &found);
+
+			if (!strcmp(after.name[i], "table_frames"))
+				r->table_frames = delta;
+			if (delta && n < sizeof(r->stats))
+				n += snprintf(r->stats + n, sizeof(r->stats) - n, " %s %+lld",
+					      after.name[i], (long long)delta);
+		}
+	}
+	close(arg.fd);
+	free(arg.buf);
+	analyze(w, mode, &log, pid, r);
+	dc_log_free(&log);
+}
+
+static double pct(size_t a, size_t b)
+{
+	return b ? 100.0 * a / b : 0;
+}
+
+/* The figures and assertions of one workload in one mode. */
+static void report(const struct workload *w, enum mode mode, const struct res *r)
+{
+	bool strict = mode == M_ON || mode == M_SELFTEST;
+	bool nonuser_ok = !strict && !is_rust;
+	bool inv;
+
+	ksft_print_msg("FIGURES %s, %s: samples %zu, leaf %zu (+%zu of the start-up read), exact %.1f%%, caller lost %.1f%%, broken %.1f%%; records %zu; stats:%s\n",
+		       w->name, mode_name[mode], r->samples, r->leaf, r->startup,
+		       pct(r->exact, r->leaf), pct(r->caller_lost, r->leaf),
+		       pct(r->broken, r->leaf), r->records,
+		       r->have_stats ? (r->stats[0] ? r->stats : " unchanged") : " none");
+	if (r->nonuser && nonuser_ok)
+		ksft_print_msg("%s, %s: %zu records with a non-user address (upstream records what a frame-pointer walk of frameless code reads: README)\n",
+			       w->name, mode_name[mode], r->nonuser);
+	inv = r->samples >= MIN_SAMPLES && r->leaf >= MIN_LEAF && !r->bad_pid &&
+	      !r->bad_ctx && !r->missing && !r->dup && !r->orphan && !r->bad_rec &&
+	      !r->kaddr && (nonuser_ok || !r->nonuser) && !r->lost && !r->malformed;
+	if (!strict) {
+		ksft_test_result(inv,
+				 "%s, %s: %zu samples, %zu in the leaf (>= %d): exact chain %.1f%%, caller lost %.1f%%, none of our frames after the leaf %.1f%% (stack shape not asserted); every cookie one record (%zu missing, %zu twice, %zu final stop), %zu records without sample, %zu bad, %zu with a kernel address, %zu non-user%s, %llu lost, %llu malformed\n",
+				 w->name, mode_name[mode], r->samples, r->leaf, MIN_LEAF,
+				 pct(r->exact, r->leaf), pct(r->caller_lost, r->leaf),
+				 pct(r->broken, r->leaf), r->missing, r->dup, r->stopping,
+				 r->orphan, r->bad_rec, r->kaddr, r->nonuser,
+				 nonuser_ok ? " (allowed on C)" : "",
+				 (unsigned long long)r->lost, (unsigned long long)r->malformed);
+		return;
+	}
+	ksft_test_result(inv,
+			 "%s, %s: %zu samples, %zu in the leaf (>= %d); every cookie one record (%zu missing, %zu twice, %zu final stop), %zu records without sample, %zu bad, %zu with a kernel or non-user address, %llu lost, %llu malformed\n",
+			 w->name, mode_name[mode], r->samples, r->leaf, MIN_LEAF,
+			 r->missing, r->dup, r->stopping, r->orphan, r->bad_rec,
+			 r->kaddr + r->nonuser, (unsigned long long)r->lost,
+			 (unsigned long long)r->malformed);
+	ksft_test_result(r->leaf >= MIN_LEAF && r->exact * 100 >= r->leaf * 99,
+			 "%s, %s: %zu of %zu leaf records (%.1f%%, >= 99%%) are exactly the chain\n",
+			 w->name, mode_name[mode], r->exact, r->leaf, pct(r->exact, r->leaf));
+	if (w->assert_caller)
+		ksft_test_result(r->leaf >= MIN_LEAF && !r->caller_lost,
+				 "%s, %s: no leaf record loses the wrapper's direct caller (%zu of %zu do)\n",
+				 w->name, mode_name[mode], r->caller_lost, r->leaf);
+	if (mode == M_ON)
+		ksft_test_result(r->have_stats && r->table_frames > 0,
+				 "%s, %s: stats table_frames grew (%+lld)\n",
+				 w->name, mode_name[mode], (long long)r->table_frames);
+}
+
+static bool rust_kernel(void)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	char line[512];
+	bool rust = false;
+
+	if (!f)
+		return false;
+	while (!rust && fgets(line, sizeof(line), f))
+		rust = strstr(line, " perf_callchain_rust\n") != NULL;
+	fclose(f);
+	return rust;
+}
+
+int main(int argc, char **argv)
+{
+	enum mode modes[2];
+	unsigned int ms = DEFAULT_MS;
+	int nmodes, plan = 0;
+	char buf[4096];
+
+	selftest = argc > 1 && !strcmp(argv[1], "--selftest");
+	if (argc > 1 + selftest)
+		ms = atoi(argv[1 + selftest]);
+
+	ksft_print_header();
+	if (dc_syms_load())
+		ksft_exit_fail_msg("cannot read own symbol table\n");
+	if (maps_load())
+		ksft_exit_fail_msg("cannot read libc's or the vDSO's symbols\n");
+#ifdef __x86_64__
+	if (!libc_dso.nsyms)
+		ksft_exit_fail_msg("no libc.so.6 mapping with symbols (not linked dynamically?)\n");
+#else
+	if (!vdso_dso.nsyms)
+		ksft_exit_fail_msg("no vDSO with symbols\n");
+#endif
+	build_chains(selftest ? "selftest_run" : "dc_profile_child");
+
+	if (selftest) {
+		modes[0] = M_SELFTEST;
+		nmodes = 1;
+	} else {
+		dc_kallsyms_load();
+		is_rust = rust_kernel();
+		if (have_tables()) {
+			tables_orig = tables_get();
+			if (tables_orig < 0)
+				ksft_exit_fail_msg("cannot read %s/tables\n", UW_DIR);
+			tables_owner = getpid();
+			atexit(tables_restore);
+			modes[0] = M_OFF;
+			modes[1] = M_ON;
+			nmodes = 2;
+		} else {
+			modes[0] = M_ASIS;
+			nmodes = 1;
+		}
+	}
+	ksft_print_msg("%s kernel, %s; libc %s (bias %#llx, %zu functions), vdso %zu functions; %u ms of CPU per run\n",
+		       selftest ? "no" : is_rust ? "Rust" : "upstream C",
+		       selftest ? "selftest" : nmodes == 2 ?
+		       "table unwinding present (tables off, then on)" :
+		       "no " UW_DIR "/tables: only frame pointers measured",
+		       libc_dso.path[0] ? libc_dso.path : "static",
+		       (unsigned long long)libc_dso.bias, libc_dso.nsyms,
+		       vdso_dso.nsyms, ms);
+	for (int w = 0; w < NR_WORKLOADS; w++) {
+		for (int m = 0; m < nmodes; m++)
+			plan += modes[m] == M_ASIS || modes[m] == M_OFF ? 1 :
+				2 + workloads[w].assert_caller + (modes[m] == M_ON);
+		for (int c = 0; c < workloads[w].nchains; c++) {
+			pat_str(workloads[w].chain[c], buf, sizeof(buf));
+			ksft_print_msg("%s chain: %s\n", workloads[w].name, buf);
+		}
+		if (workloads[w].startup_elems && !selftest) {
+			pat_str(workloads[w].startup, buf, sizeof(buf));
+			ksft_print_msg("%s start-up read, not counted: %s\n",
+				       workloads[w].name, buf);
+		}
+	}
+	ksft_set_plan(plan);
+
+	for (int w = 0; w < NR_WORKLOADS; w++) {
+		for (int m = 0; m < nmodes; m++) {
+			struct res r;
+
+			measure(&workloads[w], modes[m], ms, &r);
+			report(&workloads[w], modes[m], &r);
+		}
+	}
+	tables_restore();
+	ksft_finished();
+}
