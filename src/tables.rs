@@ -234,6 +234,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cfi_shared_cases() {
+        // The interpreter on the made-up tables of
+        // `crate::logic::cfi_cases` (the host tests run the same cases).
+        use crate::logic::cfi_cases::{run, CASES};
+        assert!(CASES.len() >= 20);
+        for case in CASES {
+            let (got, reads) = run(case);
+            if got != case.want {
+                pr_err!(
+                    "cfi case {}: got {:?}, want {:?}\n",
+                    case.name,
+                    got,
+                    case.want
+                );
+            }
+            assert_eq!(got, case.want);
+            assert!(reads <= cfi::MAX_READS);
+        }
+    }
+
+    #[test]
     fn refusal_counter_names_are_the_causes() {
         for (i, name) in Cause::NAMES.iter().enumerate() {
             let c = NAMES[REFUSED + i].to_bytes();

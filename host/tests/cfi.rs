@@ -1388,11 +1388,19 @@ proptest! {
                     }
                     gimli::CfaRule::Expression(e) => {
                         let b = e.get(&eh).unwrap().0.slice().to_vec();
-                        Some(cfi::plt_pattern(&b, arch).map_or(Cfa::Expression, Cfa::Plt))
+                        Some(cfi::plt_pattern(&b, arch).map(Cfa::Plt).unwrap_or_else(|| {
+                            cfi::fp_pattern(&b, arch, true).map_or(Cfa::Expression, Cfa::DerefFp)
+                        }))
                     }
                 };
-                (cfa, gimli_rule(&r.register(gimli::Register(arch.ra as u16))),
-                 gimli_rule(&r.register(gimli::Register(arch.fp as u16))))
+                let fp = match r.register(gimli::Register(arch.fp as u16)) {
+                    gimli::RegisterRule::Expression(e) => {
+                        let b = e.get(&eh).unwrap().0.slice().to_vec();
+                        Some(cfi::fp_pattern(&b, arch, false).map_or(Rule::Expression, Rule::AtFp))
+                    }
+                    g => gimli_rule(&g),
+                };
+                (cfa, gimli_rule(&r.register(gimli::Register(arch.ra as u16))), fp)
             });
             match (ours, theirs) {
                 (Ok(r), Ok((cfa, ra, fp))) => {

@@ -131,6 +131,10 @@ fn step_agrees(
             };
             sp.wrapping_add(i64::from(p.sp_off) as u64) + extra
         }
+        Cfa::DerefFp(o) => match stack_word(fp.wrapping_add(i64::from(o) as u64), ws) {
+            Some(v) => v,
+            None => return Ok(()),
+        },
         Cfa::Expression => unreachable!(),
     };
     let expect = if cfa <= sp {
@@ -143,6 +147,7 @@ fn step_agrees(
         let cfp = match row.fp {
             Rule::Offset(o) => stack_word(cfa.wrapping_add(i64::from(o) as u64), ws).map(Some),
             Rule::ValOffset(o) => Some(Some(cfa.wrapping_add(i64::from(o) as u64))),
+            Rule::AtFp(o) => stack_word(fp.wrapping_add(i64::from(o) as u64), ws).map(Some),
             Rule::Undefined => Some(None),
             _ => Some(Some(fp)),
         };
@@ -251,16 +256,26 @@ fn check_object(path: &str) -> Result<Tally, String> {
                         }
                         CfaRule::Expression(e) => {
                             let bytes = e.get(&eh_frame).map(|e| e.0.slice().to_vec());
-                            match bytes.ok().and_then(|b| cfi::plt_pattern(&b, arch)) {
+                            let b = bytes.unwrap_or_default();
+                            match cfi::plt_pattern(&b, arch) {
                                 Some(p) => Cfa::Plt(p),
-                                None => Cfa::Expression,
+                                None => cfi::fp_pattern(&b, arch, true)
+                                    .map_or(Cfa::Expression, Cfa::DerefFp),
                             }
                         }
                     };
                     (
                         cfa,
                         rule_of(&row.register(gimli::Register(arch.ra as u16))),
-                        rule_of(&row.register(gimli::Register(arch.fp as u16))),
+                        match row.register(gimli::Register(arch.fp as u16)) {
+                            RegisterRule::Expression(e) => Some(
+                                e.get(&eh_frame)
+                                    .ok()
+                                    .and_then(|e| cfi::fp_pattern(e.0.slice(), arch, false))
+                                    .map_or(Rule::Expression, Rule::AtFp),
+                            ),
+                            r => rule_of(&r),
+                        },
                     )
                 });
             let mut r = Reader::new(&mut image);

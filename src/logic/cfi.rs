@@ -42,7 +42,12 @@
 //!
 //! The interpreter tracks three columns, the CFA, the return address and
 //! the frame pointer; the rules of other registers are parsed and ignored.
-//! See [`Row::check`] and [`apply`] for what a step can use.
+//! Expressions are not evaluated; three fixed forms are recognised: the
+//! PLT's CFA ([`PltCfa`]), and GCC's stack-realigning (DRAP) frame, whose
+//! CFA is the word at the frame pointer + offset ([`Cfa::DerefFp`]) and
+//! whose frame pointer is saved at the frame pointer + offset
+//! ([`Rule::AtFp`]).  See [`Row::check`] and [`apply`] for what a step can
+//! use.
 //!
 //! Using it in a walk: give the first frame `ip_is_return_address: false`
 //! and feed each [`Step::Caller`] back as the next frame.  Its `sp` is the
@@ -844,7 +849,11 @@ pub enum Rule {
     /// In another register (its DWARF number, [`u16::MAX`] for any
     /// number above).
     Register(u16),
-    /// Saved at an address computed by an expression.
+    /// Saved at the frame pointer + offset: the expression
+    /// `DW_OP_breg<fp> offset` (GCC's frame-pointer rule in a function that
+    /// realigns its stack through a DRAP register, see [`Cfa::DerefFp`]).
+    AtFp(i32),
+    /// Saved at an address computed by another expression.
     Expression,
     /// The value is computed by an expression.
     ValExpression,
@@ -873,6 +882,12 @@ pub enum Cfa {
     RegOffset(u16, i32),
     /// The PLT pattern.
     Plt(PltCfa),
+    /// The word at the frame pointer + offset: `DW_OP_breg<fp> offset;
+    /// DW_OP_deref`, GCC's CFA in a function that realigns its stack
+    /// (every i386 `main`, x86-64 functions with over-aligned locals): the
+    /// incoming stack pointer is kept in a DRAP register saved in the
+    /// frame.
+    DerefFp(i32),
     /// Another expression.
     Expression,
 }
@@ -896,16 +911,17 @@ impl Row {
     };
 
     /// Whether [`apply`] can use this row (with the frame pointer known):
-    /// the CFA is the stack or frame pointer plus an offset, or the PLT
-    /// pattern; the return address is at CFA + offset, or undefined (the
-    /// end of the stack); the frame pointer is unmentioned, the same
-    /// value, undefined (then unknown in the caller), at CFA + offset,
-    /// CFA + offset itself, or in itself.
+    /// the CFA is the stack or frame pointer plus an offset, the PLT
+    /// pattern, or the word at frame pointer + offset; the return address
+    /// is at CFA + offset, or undefined (the end of the stack); the frame
+    /// pointer is unmentioned, the same value, undefined (then unknown in
+    /// the caller), at CFA + offset, CFA + offset itself, at frame pointer
+    /// + offset, or in itself.
     pub fn check(&self, arch: Arch) -> Res<()> {
         match self.cfa {
             Cfa::RegOffset(reg, _) if u64::from(reg) == arch.sp || u64::from(reg) == arch.fp => {}
             Cfa::RegOffset(..) => return Err(Refusal::UnsupportedCfaRegister),
-            Cfa::Plt(_) => {}
+            Cfa::Plt(_) | Cfa::DerefFp(_) => {}
             Cfa::Expression => return Err(Refusal::CfaExpression),
         }
         let kind = |rule: Rule| match rule {
@@ -913,7 +929,7 @@ impl Row {
             Rule::SameValue => RuleKind::SameValue,
             Rule::ValOffset(_) => RuleKind::ValOffset,
             Rule::Register(_) => RuleKind::Register,
-            Rule::Expression => RuleKind::Expression,
+            Rule::Expression | Rule::AtFp(_) => RuleKind::Expression,
             _ => RuleKind::ValExpression,
         };
         match self.ra {
@@ -961,6 +977,23 @@ const CFA_VAL_OFFSET_SF: u8 = 0x15;
 const CFA_VAL_EXPRESSION: u8 = 0x16;
 const CFA_GNU_ARGS_SIZE: u8 = 0x2e;
 const CFA_GNU_NEGATIVE_OFFSET_EXTENDED: u8 = 0x2f;
+
+/// Recognise `DW_OP_breg<fp> offset` in expression bytes `e`, followed by
+/// `DW_OP_deref` if `deref` (see [`Cfa::DerefFp`], [`Rule::AtFp`]).
+pub fn fp_pattern(e: &[u8], arch: Arch, deref: bool) -> Option<i32> {
+    const BREG0: u64 = 0x70;
+    const DEREF: u8 = 0x06;
+    let (&b0, rest) = e.split_first()?;
+    if u64::from(b0) != BREG0.checked_add(arch.fp)? {
+        return None;
+    }
+    let (off, rest) = sleb_bytes(rest)?;
+    let off = i32::try_from(off).ok()?;
+    match (rest, deref) {
+        ([], false) | ([DEREF], true) => Some(off),
+        _ => None,
+    }
+}
 
 /// Recognise the PLT pattern in expression bytes `e` (see [`PltCfa`]).
 pub fn plt_pattern(e: &[u8], arch: Arch) -> Option<PltCfa> {
@@ -1241,8 +1274,12 @@ impl Interp {
                     for b in e.iter_mut().take(n) {
                         *b = c.u8(r)?;
                     }
-                    if let Some(plt) = e.get(..n).and_then(|e| plt_pattern(e, self.arch)) {
-                        self.row.cfa = Cfa::Plt(plt);
+                    if let Some(e) = e.get(..n) {
+                        if let Some(plt) = plt_pattern(e, self.arch) {
+                            self.row.cfa = Cfa::Plt(plt);
+                        } else if let Some(off) = fp_pattern(e, self.arch, true) {
+                            self.row.cfa = Cfa::DerefFp(off);
+                        }
                     }
                 } else {
                     c.skip(len)?;
@@ -1251,12 +1288,26 @@ impl Interp {
             CFA_EXPRESSION | CFA_VAL_EXPRESSION => {
                 let reg = c.uleb(r)?;
                 let len = c.uleb(r)?;
-                c.skip(len)?;
-                let rule = if op == CFA_EXPRESSION {
+                let mut rule = if op == CFA_EXPRESSION {
                     Rule::Expression
                 } else {
                     Rule::ValExpression
                 };
+                if op == CFA_EXPRESSION && reg == self.arch.fp && len <= MAX_EXPRESSION as u64 {
+                    if len > c.left() {
+                        return Err(Refusal::Malformed(Where::Instructions));
+                    }
+                    let mut e = [0u8; MAX_EXPRESSION];
+                    let n = len as usize;
+                    for b in e.iter_mut().take(n) {
+                        *b = c.u8(r)?;
+                    }
+                    if let Some(off) = e.get(..n).and_then(|e| fp_pattern(e, self.arch, false)) {
+                        rule = Rule::AtFp(off);
+                    }
+                } else {
+                    c.skip(len)?;
+                }
                 self.set(reg, rule);
             }
             CFA_OFFSET_EXTENDED_SF => {
@@ -1361,6 +1412,13 @@ pub fn apply<M: UserBytes>(
                 .checked_add_signed(i64::from(p.sp_off))
                 .and_then(|v| v.checked_add(extra))
         }
+        Cfa::DerefFp(off) => {
+            let fp = frame.fp.ok_or(Refusal::FpUnknown)?;
+            let at = fp
+                .checked_add_signed(i64::from(off))
+                .ok_or(Refusal::Fault(Where::Stack))?;
+            Some(r.word(at, ws, Where::Stack)?)
+        }
         Cfa::Expression => None,
     }
     .filter(|&cfa| cfa > frame.sp && wrap(ws, cfa) == cfa)
@@ -1377,6 +1435,11 @@ pub fn apply<M: UserBytes>(
     let fp = match row.fp {
         Rule::Offset(off) => Some(r.word(at(off)?, ws, Where::Stack)?),
         Rule::ValOffset(off) => Some(wrap(ws, at(off)?)),
+        Rule::AtFp(off) => match frame.fp.map(|fp| fp.checked_add_signed(i64::from(off))) {
+            Some(Some(at)) => Some(r.word(at, ws, Where::Stack)?),
+            Some(None) => return Err(Refusal::Fault(Where::Stack)),
+            None => None,
+        },
         Rule::Undefined => None,
         _ => frame.fp,
     };

@@ -436,6 +436,51 @@ pub const CASES: &[Case] = &[
         want: caller(RA, SP + 4, Some(FP)),
     },
     Case {
+        // GCC's i386 main(): `lea 4(%esp),%ecx; and $-16,%esp; push
+        // -4(%ecx); push %ebp; mov %esp,%ebp; push %ecx`, then the CFA is
+        // the saved %ecx and %ebp is saved at %ebp.
+        name: "i386: realigned stack (DRAP): CFA = *(ebp - 4), ebp at ebp",
+        ws: W4,
+        image: image(
+            W4,
+            PLAIN,
+            &[],
+            &[0x0f, 3, 0x75, 0x7c, 0x06, 0x10, 5, 2, 0x75, 0],
+        ),
+        stack: &[(FP - 4, SP + 0x200), (SP + 0x200 - 4, RA), (FP, 0x7777)],
+        frame: frame(CODE + 3, SP, Some(FP)),
+        want: caller(RA, SP + 0x200, Some(0x7777)),
+    },
+    Case {
+        name: "x86-64: realigned stack (DRAP): CFA = *(rbp - 8), rbp at rbp",
+        ws: W8,
+        image: image(
+            W8,
+            PLAIN,
+            &[],
+            &[0x0f, 3, 0x76, 0x78, 0x06, 0x10, 6, 2, 0x76, 0],
+        ),
+        stack: &[(FP - 8, SP + 0x400), (SP + 0x400 - 8, RA), (FP, 0x7777)],
+        frame: frame(CODE + 3, SP, Some(FP)),
+        want: caller(RA, SP + 0x400, Some(0x7777)),
+    },
+    Case {
+        name: "realigned stack (DRAP) with the frame pointer unknown: refused",
+        ws: W8,
+        image: image(W8, PLAIN, &[], &[0x0f, 3, 0x76, 0x78, 0x06]),
+        stack: &[],
+        frame: frame(CODE + 3, SP, None),
+        want: Err(Refusal::FpUnknown),
+    },
+    Case {
+        name: "DRAP-like expression on another register: refused",
+        ws: W8,
+        image: image(W8, PLAIN, &[], &[0x0f, 3, 0x73, 0x78, 0x06]),
+        stack: &[],
+        frame: frame(CODE + 3, SP, Some(FP)),
+        want: Err(Refusal::CfaExpression),
+    },
+    Case {
         name: "i386: CFA past 4 GiB: refused",
         ws: W4,
         image: image(W4, PLAIN, &[], &[]),
