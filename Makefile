@@ -24,7 +24,8 @@ DEMO_VARIANT ?= rust
 SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_threads \
 	deferred_cpu deferred_cpu_bare deferred_sessions deferred_exit \
 	deferred_lost deferred_nmi deferred_failslab deferred_races deferred_stress \
-	deferred_bench deferred_bench_32 deferred_hostile deferred_hostile_32 perf_defer.sh
+	deferred_bench deferred_bench_32 deferred_hostile deferred_hostile_32 \
+	deferred_tables deferred_tables_32 perf_defer.sh
 export SELFTESTS
 # Tests that must fail on the upstream C kernel: the upstream 7.3 bugs the
 # Rust kernel fixes (see README, "Deviations").  guestlog.py counts them as
@@ -36,7 +37,8 @@ XFAIL_c := deferred_exit:2 deferred_cpu_bare:2 deferred_cpu_bare:3 \
 # the debug kernels (SLUB_DEBUG).
 SKIP_nodebug := deferred_stress:8
 KUNIT_SUITES := example rust_doctests_kernel
-KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred
+KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred \
+	unwind_rust_tables
 # What `make check` must have produced results for (a missing one fails).
 CHECK_RESULTS := host-guestlog host-compare host-cargo-test host-loom c-test rust-test \
 	rust-debug-test symbols differential

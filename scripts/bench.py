@@ -47,6 +47,14 @@ def metrics_of(log):
                     continue
                 out['walk %s, %d frames: per frame' % (bits, nr)] = (kv['ns'] / iters / nr, 'ns')
                 out['walk %s, %d frames: per walk' % (bits, nr)] = (kv['ns'] / iters, 'ns')
+            elif kind == 'faultable':
+                iters, nr = kv['iters'], kv['nr']
+                if not iters or not nr:
+                    continue
+                how = {None: 'frame pointers', 0: 'frame pointers',
+                       1: 'unwind tables'}[kv.get('tables')]
+                out['deferred walk %s, %d frames (%s): per frame' % (bits, nr, how)] = \
+                    (kv['ns'] / iters / nr, 'ns')
             elif kind in ('task', 'irq', 'nmi'):
                 iters, n = kv['iters'], kv['tracers']
                 if kv.get('bad'):

@@ -10,6 +10,9 @@
  * system call and appends one line to the results:
  *
  *   walk ITERS      unwind_user() of the caller's stack, ITERS times
+ *   faultable ITERS unwind_user_faultable() of the caller's stack (the
+ *                   deferred walk, into the task's cache), ITERS times,
+ *                   the cache reset between two
  *   task ITERS      ITERS rounds of: first request of the entry, repeat
  *                   request, the task_work (walk + callbacks), and the
  *                   reset of the return to user space, each timed
@@ -227,6 +230,26 @@ static int ube_walk(int iters)
 	return trace.nr ? 0 : -EINVAL;
 }
 
+static int ube_faultable(int iters)
+{
+	struct unwind_stacktrace trace = { };
+	u64 ns = 0, t0;
+	int i, ret;
+
+	for (i = 0; i < iters; i++) {
+		/* A new entry for the cache: the walk runs again. */
+		unwind_reset_info();
+		t0 = ube_now();
+		ret = unwind_user_faultable(&trace);
+		ns += ube_seg(t0, ube_now());
+		if (ret)
+			return ret;
+	}
+	ube_result("faultable nr=%u iters=%d ns=%llu\n", trace.nr, iters, ns);
+	unwind_reset_info();
+	return trace.nr ? 0 : -EINVAL;
+}
+
 static void ube_cancel_all(void)
 {
 	while (ube.nr_works)
@@ -289,6 +312,8 @@ static ssize_t ube_ctl_write(struct file *file, const char __user *ubuf,
 	mutex_lock(&ube.lock);
 	if (!strcmp(cmd, "walk") && arg > 0)
 		ret = ube_walk(arg);
+	else if (!strcmp(cmd, "faultable") && arg > 0)
+		ret = ube_faultable(arg);
 	else if (!strcmp(cmd, "task") && arg > 0)
 		ret = ube_rounds(UBE_TASK, arg);
 	else if (!strcmp(cmd, "nmi") && arg > 0)

@@ -45,6 +45,7 @@
 #include "dc_util.h"
 
 #define DIR	"/sys/kernel/debug/unwind_deferred_bench"
+#define TABLES	"/sys/kernel/debug/unwind_user/tables"
 
 static int ctl = -1;
 static bool smoke = true;
@@ -329,6 +330,41 @@ static int memory_with_threads(int n, int round)
 	return bad;
 }
 
+/*
+ * The deferred walk (unwind_user_faultable()) at depths 8, 64 and 256, by
+ * frame pointers and, where the kernel has them (Rust, debugfs
+ * unwind_user/tables), by the unwind tables of the same frames:
+ * "faultable tables=0|1 nr=...", or without "tables=" on a kernel that has
+ * none.  The switch is put back as it was.
+ */
+static int faultable_walks(int iters, int *bad)
+{
+	static const int depths[] = { 8, 64, 256 };
+	int fd = open(TABLES, O_RDWR), n = 0;
+	char was = 'N';
+
+	if (fd >= 0 && pread(fd, &was, 1, 0) != 1)
+		was = 'N';
+	for (int on = 0; on <= (fd >= 0); on++) {
+		if (fd >= 0 && pwrite(fd, on ? "1" : "0", 1, 0) != 1) {
+			ksft_print_msg("%s: %s\n", TABLES, strerror(errno));
+			*bad = 1;
+			break;
+		}
+		for (size_t i = 0; i < ARRAY_SIZE(depths); i++) {
+			*bad |= run(depths[i], "faultable %d", iters);
+			n += collect_from(depths[i], "faultable",
+					  fd < 0 ? "" : on ? " tables=1" : " tables=0");
+		}
+	}
+	if (fd >= 0) {
+		if (pwrite(fd, was == 'Y' ? "1" : "0", 1, 0) != 1)
+			*bad = 1;
+		close(fd);
+	}
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	static const int depths[] = { 8, 64, 256, 500 };
@@ -355,6 +391,7 @@ int main(int argc, char **argv)
 			bad |= run(depths[i], "walk %d", iters);
 			n += collect(depths[i]);
 		}
+		n += faultable_walks(iters, &bad);
 		if (sizeof(long) == 4)
 			continue;
 		for (size_t i = 0; i < ARRAY_SIZE(tracers); i++) {

@@ -367,7 +367,8 @@ static unsigned int frame_class(uint64_t ip)
  * Sample flags from its kernel stack: exit path, signal path, return to
  * user space (the exit-to-user loop, where the task_work runs; on x86 it
  * is inlined into irqentry_exit() or do_syscall_64(), and schedule()
- * called straight from irqentry_exit() is the loop's).
+ * called straight from irqentry_exit() is the loop's, as is a sample that
+ * interrupted irqentry_exit() itself).
  */
 static unsigned int stack_flags(const struct dc_sample *s)
 {
@@ -380,6 +381,12 @@ static unsigned int stack_flags(const struct dc_sample *s)
 		f |= c & K_SIGNAL ? F_SIGNAL : 0;
 		f |= c & K_RETURN ? F_RETURN : 0;
 		if ((prev & K_SCHEDULE) && (c & K_IRQEXIT))
+			f |= F_RETURN;
+		/*
+		 * Interrupted in irqentry_exit() itself: its interrupts are
+		 * enabled only in the inlined exit-to-user loop.
+		 */
+		if (i == 0 && (c & K_IRQEXIT))
 			f |= F_RETURN;
 		prev = c;
 	}
