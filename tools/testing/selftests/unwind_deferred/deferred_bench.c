@@ -371,12 +371,15 @@ int main(int argc, char **argv)
 	static const int tracers[] = { 1, 4, 16 };
 	static const int threads[] = { 10, 100, 1000, 10000 };
 	int rounds = 1, iters = 3, bad = 0, mem_bad = 0, n = 0;
+	bool only_faultable;
 
 	if (argc > 1) {
 		rounds = atoi(argv[1]);
 		smoke = false;
 		iters = 200;
 	}
+	/* "faultable": the deferred walks only, 200 times each. */
+	only_faultable = argc > 1 && !strcmp(argv[1], "faultable");
 	ksft_print_header();
 	ksft_set_plan(sizeof(long) == 8 ? 2 : 1);
 	if (access(DIR, F_OK))
@@ -386,6 +389,13 @@ int main(int argc, char **argv)
 		ksft_exit_fail_msg("%s: %s (CONFIG_UNWIND_DEFERRED_BENCH)\n",
 				   DIR "/ctl", strerror(errno));
 	run(0, "clear", 0);
+	if (only_faultable) {
+		n = faultable_walks(iters, &bad);
+		ksft_test_result(!bad && n > 0, "deferred walks ran (%d results)\n", n);
+		if (sizeof(long) == 8)
+			ksft_test_result_skip("memory: not run with 'faultable'\n");
+		ksft_finished();
+	}
 	for (int r = 0; r < rounds; r++) {
 		for (size_t i = 0; i < ARRAY_SIZE(depths); i++) {
 			bad |= run(depths[i], "walk %d", iters);
