@@ -41,3 +41,32 @@ echo "perf script: $(grep -c 'cpu-clock:' script.txt) samples," \
 echo "#### BEGIN perf-script.gz.b64"
 gzip -9 -c script.txt | base64
 echo "#### END perf-script.gz.b64"
+echo "---- code without frame pointers (frameless_workload: -O2"
+echo "---- -fomit-frame-pointer, dynamic glibc), perf record --call-graph fp,defer"
+TABLES=/sys/kernel/debug/unwind_user/tables
+if [ -w "$TABLES" ]; then modes="0 1"; was=$(cat "$TABLES"); else modes=none; fi
+for m in $modes; do
+	if [ "$m" = none ]; then
+		echo "---- this kernel has no unwind tables: frame pointers only"
+	else
+		echo "$m" >"$TABLES"
+		echo "---- unwind tables $([ "$m" = 1 ] && echo on || echo off)" \
+			"(echo $m > $TABLES)"
+	fi
+	perf record --no-bpf-event -e cpu-clock -F 4000 --call-graph fp,defer \
+		-o frameless.data -- /tests/frameless_workload 1000 2>/dev/null || exit 1
+	perf script -i frameless.data --no-inline -F comm,tid,ip,sym,dso 2>/dev/null \
+		>frameless.txt
+	echo "two merged stacks of the comparator and of the read() wrapper:"
+	awk 'BEGIN { RS = "" }
+	     /sort_cmp/ && a < 1 { print; print ""; a++ }
+	     /read_from_/ && !/sort_cmp/ && b < 1 { print; print ""; b++ }' frameless.txt
+	echo "stacks: $(awk 'BEGIN { RS = "" } /cpu-clock|frameless/ { n++ } END { print n + 0 }' frameless.txt)," \
+		"reaching main: $(awk 'BEGIN { RS = "" } / main[+ ]/ { n++ } END { print n + 0 }' frameless.txt)," \
+		"reaching _start: $(awk 'BEGIN { RS = "" } / _start / { n++ } END { print n + 0 }' frameless.txt)"
+done
+if [ "$modes" != none ]; then
+	[ "$was" = Y ] && echo 1 >"$TABLES" || echo 0 >"$TABLES"
+	echo "---- $(grep -E '^(walks|table_frames|fp_frames|lookups|end_of_stack) ' \
+		/sys/kernel/debug/unwind_user/stats | tr '\n' ' ')"
+fi
