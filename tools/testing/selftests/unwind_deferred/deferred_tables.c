@@ -57,12 +57,60 @@
  * exact chains, of leaf samples whose caller is lost, and of records with
  * none of our frames after the leaf.
  *
+ * deferred_tables_fp and deferred_tables_fp_32 (-DDC_TABLES_FP) are this
+ * program built -O2 -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer:
+ * every function of ours pushes a frame record before it calls anything
+ * (glibc still has none).  With tables on the chains are the ones above,
+ * asserted the same way.  With tables off, and without table unwinding
+ * (upstream C), the frame-pointer walk's chains are asserted (>= 99% of
+ * the leaf records exactly), as found in this machine's glibc 2.36
+ * (Debian 12) and checked on it by --selftest's own frame-pointer walk:
+ *
+ *  qsort:  getppid <- (libc: msort_with_tmp), the end.  getppid is
+ *          "mov $0x6e,%eax; syscall; ret": %rbp is sort_cmp's frame, whose
+ *          record returns into msort_with_tmp (sort_cmp is skipped) and
+ *          holds msort_with_tmp's %rbp, a count of elements (n2), not a
+ *          frame pointer: below the stack pointer, so the walk ends.
+ *  read:   read <- path_X <- read_run <- run_read <- FPTAIL: read (single
+ *          threaded: "cmpb __libc_single_threaded; xor %eax,%eax; syscall;
+ *          ret") leaves %rbp alone, caller_X is skipped.  i386:
+ *          __kernel_vsyscall [vdso] <- path_X <- ...: the system call's
+ *          regs hold read's %ebp (after sysenter or syscall the one
+ *          __kernel_vsyscall stashed), which read does not touch: caller_X's
+ *          frame, so read and caller_X are skipped.
+ *  deep:   deep_leaf <- recurse x200 <- run_deep <- FPTAIL (a sample in
+ *          deep_leaf's prologue or epilogue drops one recurse: rare).
+ *  FPTAIL: dc_profile_child <- measure <- main <- __libc_start_call_main
+ *          (libc's local one; i386: the binary's own), the end: in both
+ *          libc.so.6 and i386's static glibc __libc_start_main holds argc
+ *          in %ebp and __libc_start_call_main keeps it, so main's record
+ *          holds argc as the caller's frame pointer.
+ *  The start-up read: read <- measure <- FPTAIL's rest (i386:
+ *          __kernel_vsyscall <- measure ...): dc_profile_child is skipped.
+ *
+ * And the agreement, asserted on every leaf record (at least MIN_LEAF):
+ * a frame-pointer record is, in order, a subsequence of the table chain
+ * (the frames the walk could not see left out, nothing else read), and a
+ * tables-on record contains the frame-pointer chain in order.  The one
+ * exception is i386 user-mode samples at __kernel_vsyscall's sysenter or
+ * syscall instruction, after "mov %esp,%ebp" or "mov %ecx,%ebp" (which
+ * one the kernel patched in depends on the CPU; found in the vDSO): with
+ * sysenter the walk reads the saved %edx, READ_SIZE, as a return address,
+ * then goes on from the caller's frame (asserted: that entry, then a
+ * subsequence); with syscall %ebp is the buffer, below the stack pointer,
+ * and the record is the leaf alone (asserted).
+ *
  * --selftest (a development aid for this machine, whose kernel has no
  * defer_callchain): each workload runs in this process under a 1 ms
  * ITIMER_PROF; the handler takes glibc's backtrace() (libgcc's unwinder,
  * the same tables) from the interrupted PC, and those stacks go through
  * the same checks as the tables-on records (runner selftest_run instead
- * of dc_profile_child).
+ * of dc_profile_child).  In the FP build the handler also walks the
+ * interrupted registers by frame pointers as the kernel does (reads by
+ * process_vm_readv); each workload runs twice: those stacks checked as
+ * the tables-off records, then libgcc's as the tables-on ones; in every
+ * sample of both runs the frame-pointer walk's addresses must be, in
+ * order, among libgcc's from the same context.
  */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -79,6 +127,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -102,7 +151,13 @@
 /* A frame of its own name: no inlining, cloning, identical-code folding. */
 #define FRAME __attribute__((noipa))
 
-/* ---------------- the workloads (no frame pointers) ---------------- */
+#ifdef DC_TABLES_FP
+static const bool fp_build = true;	/* deferred_tables_fp(_32) */
+#else
+static const bool fp_build;
+#endif
+
+/* ---------- the workloads (no frame pointers but in the FP build) ---------- */
 
 struct ts {
 	long sec, nsec;	/* the native ABI of __NR_clock_gettime */
@@ -408,6 +463,35 @@ static int maps_load(void)
 	return err;
 }
 
+/*
+ * i386: the address of __kernel_vsyscall's sysenter or syscall instruction
+ * (patched in as "mov %esp,%ebp; sysenter" or "mov %ecx,%ebp; syscall"),
+ * the one instruction at which %ebp is not the caller's; 0 if neither.
+ */
+static uint64_t vsys_insn;
+static bool vsys_sysenter;
+
+static void vsys_find(void)
+{
+	for (size_t i = 0; sizeof(long) == 4 && i < vdso_dso.nsyms; i++) {
+		const struct dsym *s = &vdso_dso.syms[i];
+		const uint8_t *p = (const uint8_t *)(uintptr_t)(s->addr + vdso_dso.bias);
+
+		if (strcmp(s->name, "__kernel_vsyscall"))
+			continue;
+		for (uint64_t k = 0; k + 4 <= s->size; k++) {
+			if (p[k] != 0x89 || p[k + 2] != 0x0f)
+				continue;
+			if ((p[k + 1] == 0xe5 && p[k + 3] == 0x34) ||
+			    (p[k + 1] == 0xcd && p[k + 3] == 0x05)) {
+				vsys_insn = (uintptr_t)(p + k + 2);
+				vsys_sysenter = p[k + 1] == 0xe5;
+				return;
+			}
+		}
+	}
+}
+
 /* ---------------- expected chains ---------------- */
 
 enum obj { OBJ_END, OBJ_EXE, OBJ_LIBC, OBJ_VDSO };
@@ -427,6 +511,8 @@ struct pat {
 #define LIBC_LOCALS	{ OBJ_LIBC, NULL, 1, DC_MAX_IPS }
 #define VDSO(n)		{ OBJ_VDSO, n, 1, 1 }
 #define PAT_END		{ OBJ_END, NULL, 0, 0 }
+/* a head that is the whole chain: no tail appended */
+#define PAT_STOP	{ OBJ_END, NULL, 1, 1 }
 
 /* Where every workload's chain ends (the child's runner is patched in). */
 static struct pat tail[] = {
@@ -437,6 +523,22 @@ static struct pat tail[] = {
 	EXE("__libc_start_call_main"), EXE("__libc_start_main"),
 #endif
 	EXE("_start"), PAT_END
+};
+
+/*
+ * The frame-pointer walk's tail (the FP build with tables off, or without
+ * table unwinding): main's frame record holds the return address into
+ * __libc_start_call_main and, as the caller's frame pointer, what %rbp
+ * held there, which is no frame pointer (see the comment at the top).
+ */
+static struct pat tail_fp[] = {
+	EXE("dc_profile_child"), EXE("measure"), EXE("main"),
+#ifdef __x86_64__
+	LIBC_LOCAL /* __libc_start_call_main */,
+#else
+	EXE("__libc_start_call_main"),
+#endif
+	PAT_END
 };
 
 #ifdef __x86_64__
@@ -459,6 +561,32 @@ static const struct pat head_deep[] = {
 	EXE("deep_leaf"), EXE_X("recurse", DEPTH), EXE("run_deep"), PAT_END
 };
 
+#ifdef DC_TABLES_FP
+/*
+ * The frame-pointer walk of the FP build: the frameless libc wrapper's
+ * direct caller is skipped (the wrapper leaves %rbp as its caller set it,
+ * so the first frame record read is the caller's); on x86-64 qsort's walk
+ * ends in msort_with_tmp, whose %rbp is a count; i386 skips read as well
+ * (see the comment at the top).
+ */
+#ifdef __x86_64__
+static const struct pat head_sort_fp[] = {
+	LIBC("getppid"), LIBC_LOCAL /* msort_with_tmp */, PAT_STOP
+};
+#define READ_LEAF_FP LIBC("read")
+#else
+#define READ_LEAF_FP VDSO("__kernel_vsyscall")
+#endif
+#define HEAD_READ_FP(x) { READ_LEAF_FP, EXE("path_" #x), EXE("read_run"), \
+			  EXE("run_read"), PAT_END }
+static const struct pat head_read_a_fp[] = HEAD_READ_FP(a);
+static const struct pat head_read_b_fp[] = HEAD_READ_FP(b);
+static const struct pat head_read_c_fp[] = HEAD_READ_FP(c);
+#define FP_HEADS(...) .fp_head = { __VA_ARGS__ }, .fp_startup_elems = 1
+#else
+#define FP_HEADS(...) .fp_startup_elems = 0
+#endif
+
 struct workload {
 	const char *name;
 	void (*fn)(void *arg);
@@ -475,21 +603,36 @@ struct workload {
 	 * with the event enabled.  Not a sample of the workload.
 	 */
 	int startup_elems;
+	/*
+	 * The FP build's chains as its frame-pointer walk sees them, one per
+	 * head; its start-up read is the leaf's first so many elements, then
+	 * tail_fp without the runner (the skipped caller).
+	 */
+	const struct pat *fp_head[3];
+	int fp_startup_elems;
 	struct pat chain[3][MAX_PAT];	/* head + tail */
 	struct pat startup[MAX_PAT];
+	struct pat fp_chain[3][MAX_PAT];	/* fp_head + tail_fp */
+	struct pat fp_startup[MAX_PAT];
 };
 
 static struct workload workloads[] = {
 #ifdef __x86_64__
-	{ "qsort", run_sort, NULL, 1, { head_sort }, 2, false, 0 },
-	{ "read", run_read, NULL, 3, { head_read_a, head_read_b, head_read_c },
-	  3, true, 1 },
+	{ .name = "qsort", .fn = run_sort, .nchains = 1, .head = { head_sort },
+	  .caller_elems = 2, FP_HEADS(head_sort_fp) },
+	{ .name = "read", .fn = run_read, .nchains = 3,
+	  .head = { head_read_a, head_read_b, head_read_c },
+	  .caller_elems = 3, .assert_caller = true, .startup_elems = 1,
+	  FP_HEADS(head_read_a_fp, head_read_b_fp, head_read_c_fp) },
 #else
 	/* raise()'s system calls at the end go through the vDSO too */
-	{ "read", run_read, "ksys_read", 3,
-	  { head_read_a, head_read_b, head_read_c }, 4, true, 2 },
+	{ .name = "read", .fn = run_read, .leaf_kfunc = "ksys_read", .nchains = 3,
+	  .head = { head_read_a, head_read_b, head_read_c },
+	  .caller_elems = 4, .assert_caller = true, .startup_elems = 2,
+	  FP_HEADS(head_read_a_fp, head_read_b_fp, head_read_c_fp) },
 #endif
-	{ "deep", run_deep, NULL, 1, { head_deep }, 2, false, 0 },
+	{ .name = "deep", .fn = run_deep, .nchains = 1, .head = { head_deep },
+	  .caller_elems = 2, FP_HEADS(head_deep) },
 };
 #define NR_WORKLOADS (int)(sizeof(workloads) / sizeof(workloads[0]))
 
@@ -539,6 +682,49 @@ static bool match(const struct pat *p, const uint64_t *ips, uint32_t nr,
 	}
 }
 
+/*
+ * Is the record a subsequence of the chain @p: its frames, in order, each
+ * one of @p's (a walk that skipped some of the chain's frames, and read
+ * no other)?  Greedy: each frame takes the first element that can have it.
+ */
+static bool rec_in_chain(const struct pat *p, const uint64_t *ips, uint32_t nr,
+			 uint32_t skip)
+{
+	int used = 0;	/* frames taken by element *p */
+
+	for (uint32_t i = 0; i < nr; i++) {
+		uint64_t a = frame_addr(ips, i);
+
+		if (i == skip)	/* an entry that is no frame */
+			continue;
+
+		while (p->obj != OBJ_END && (used >= p->max || !frame_is(a, p))) {
+			p++;
+			used = 0;
+		}
+		if (p->obj == OBJ_END)
+			return false;
+		used++;
+	}
+	return true;
+}
+
+/* Does the record contain the chain @p (each element's minimum) in order? */
+static bool chain_in_rec(const struct pat *p, const uint64_t *ips, uint32_t nr)
+{
+	uint32_t i = 0;
+
+	for (; p->obj != OBJ_END; p++) {
+		for (int k = 0; k < p->min; k++, i++) {
+			while (i < nr && !frame_is(frame_addr(ips, i), p))
+				i++;
+			if (i == nr)
+				return false;
+		}
+	}
+	return true;
+}
+
 static void pat_str(const struct pat *p, char *buf, size_t len)
 {
 	size_t n = 0;
@@ -559,12 +745,18 @@ static void pat_str(const struct pat *p, char *buf, size_t len)
 	}
 }
 
-static void build_chain(struct pat *out, const struct pat *head, int nhead)
+/* @head's first @nhead elements (up to its end), then @tail unless PAT_STOP */
+static void build_chain(struct pat *out, const struct pat *head, int nhead,
+			const struct pat *tail)
 {
 	int n = 0;
 
 	for (; n < nhead && head[n].obj != OBJ_END; n++)
 		out[n] = head[n];
+	if (n < nhead && head[n].min) {	/* PAT_STOP */
+		out[n] = (struct pat)PAT_END;
+		return;
+	}
 	for (const struct pat *p = tail; n < MAX_PAT - 1; p++) {
 		out[n++] = *p;
 		if (p->obj == OBJ_END)
@@ -575,12 +767,20 @@ static void build_chain(struct pat *out, const struct pat *head, int nhead)
 static void build_chains(const char *runner)
 {
 	tail[0].name = runner;
+	tail_fp[0].name = runner;
 	for (int w = 0; w < NR_WORKLOADS; w++) {
 		struct workload *wl = &workloads[w];
 
 		for (int c = 0; c < wl->nchains; c++)
-			build_chain(wl->chain[c], wl->head[c], MAX_PAT);
-		build_chain(wl->startup, wl->head[0], wl->startup_elems);
+			build_chain(wl->chain[c], wl->head[c], MAX_PAT, tail);
+		build_chain(wl->startup, wl->head[0], wl->startup_elems, tail);
+		if (!fp_build)
+			continue;
+		for (int c = 0; c < wl->nchains; c++)
+			build_chain(wl->fp_chain[c], wl->fp_head[c], MAX_PAT, tail_fp);
+		/* the wrapper's caller, the runner, is skipped */
+		build_chain(wl->fp_startup, wl->fp_head[0], wl->fp_startup_elems,
+			    tail_fp + 1);
 	}
 }
 
@@ -732,31 +932,116 @@ static uint64_t stats_val(const struct stats *st, const char *name, bool *found)
 
 /* ---------------- one run ---------------- */
 
-enum mode { M_ASIS, M_OFF, M_ON, M_SELFTEST };
+enum mode { M_ASIS, M_OFF, M_ON, M_SELFTEST, M_SELFTEST_FP };
 static const char *const mode_name[] = {
 	"no table unwinding on this kernel", "tables off", "tables on",
-	"selftest (libgcc unwinder)"
+	"selftest (libgcc unwinder)", "selftest (frame-pointer walk)"
 };
 
 static bool is_rust, selftest;
+
+/* Does @mode walk the FP build by frame pointers (the fp_chain expected)? */
+static bool fp_walk(enum mode mode)
+{
+	return fp_build && (mode == M_ASIS || mode == M_OFF || mode == M_SELFTEST_FP);
+}
+
+/* Are the chains asserted in @mode (else only printed)? */
+static bool strict(enum mode mode)
+{
+	return mode == M_ON || mode == M_SELFTEST || fp_walk(mode);
+}
 
 struct res {
 	size_t samples, leaf, exact, caller_lost, broken, startup;
 	size_t bad_pid, bad_ctx, missing, dup, stopping, orphan;
 	size_t records, bad_rec, kaddr, nonuser;
+	/*
+	 * FP build: leaf records that agree with the other walk; of the FP
+	 * walk's, those at i386 __kernel_vsyscall's sysenter/syscall
+	 */
+	size_t agree, vsys;
+	/* --selftest of the FP build: samples whose two walks were compared */
+	size_t pairs, pairs_ok;
 	uint64_t lost, malformed;
 	bool have_stats;
 	int64_t table_frames;
 	char stats[512];	/* counters that changed */
 };
 
-/* ---- --selftest: the same stacks from libgcc's unwinder in a SIGPROF handler ---- */
+/*
+ * ---- --selftest: the same stacks from libgcc's unwinder in a SIGPROF
+ * handler; in the FP build also from the kernel's frame-pointer walk,
+ * done here over the interrupted context's registers ----
+ */
 
 static struct {
 	uint64_t *ips;
 	uint32_t *nr;
 	size_t n, cap;
+	bool fp;		/* keep the frame-pointer walk, not libgcc's */
+	/* FP build: samples whose two walks were compared, and agreed */
+	size_t pairs, pairs_ok;
+	struct dc_deferred bad_fp, bad_bt;	/* the first that did not */
 } st;
+
+#ifdef DC_TABLES_FP
+/* One word pair of this process, or false where the kernel's read faults. */
+static bool st_read(uint64_t addr, unsigned long w[2])
+{
+	struct iovec l = { w, 2 * sizeof(long) };
+	struct iovec r = { (void *)(uintptr_t)addr, 2 * sizeof(long) };
+
+	return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == 2 * sizeof(long);
+}
+
+/*
+ * The deferred frame-pointer walk (src/logic/walk.rs; upstream's
+ * kernel/unwind/user.c but for the user-address check) from the
+ * interrupted @ip, @sp and @fp: the CFA is fp + 2 words and must be above
+ * sp and aligned, the return address and the caller's frame pointer are
+ * the two words below it; a frame pointer below sp, a fault or a return
+ * address that is no user address ends the walk.
+ */
+static uint32_t fp_walk_regs(uint64_t ip, uint64_t sp, uint64_t fp,
+			     uint64_t *out, uint32_t max)
+{
+	const uint64_t ws = sizeof(long);
+	const uint64_t limit = ws == 4 ? 1ULL << 32 : DC_USER_MAX;
+	uint32_t n = 0;
+
+	out[n++] = ip;
+	while (n < max) {
+		unsigned long w[2];	/* the caller's frame pointer, return address */
+		uint64_t cfa = fp + 2 * ws;
+
+		if (fp < sp || cfa <= sp || cfa >= limit || (cfa & (ws - 1)) ||
+		    !st_read(fp, w) || w[1] >= limit)
+			break;
+		out[n++] = w[1];
+		sp = cfa;
+		fp = w[0];
+	}
+	return n;
+}
+
+/* Are @fp's addresses, in order, among @bt's, both from the same ip? */
+static bool addr_subseq(const uint64_t *fp, uint32_t nfp, const uint64_t *bt,
+			uint32_t nbt)
+{
+	uint32_t j = 0;
+
+	if (!nfp || !nbt || fp[0] != bt[0])
+		return false;
+	for (uint32_t i = 1; i < nfp; i++) {
+		while (++j < nbt && bt[j] != fp[i])
+			;
+		if (j >= nbt)
+			return false;
+	}
+	return true;
+}
+#endif
 
 static void st_handler(int sig, siginfo_t *si, void *ucv)
 {
@@ -764,11 +1049,23 @@ static void st_handler(int sig, siginfo_t *si, void *ucv)
 	void *bt[DC_MAX_IPS];
 	uint64_t pc, *out;
 	int n, i, j = 0;
+#ifdef DC_TABLES_FP
+	uint64_t fpips[DC_MAX_IPS];
+	uint32_t nfp;
+#endif
 
 #ifdef __x86_64__
 	pc = uc->uc_mcontext.gregs[REG_RIP];
+#ifdef DC_TABLES_FP
+	nfp = fp_walk_regs(pc, uc->uc_mcontext.gregs[REG_RSP],
+			   uc->uc_mcontext.gregs[REG_RBP], fpips, DC_MAX_IPS);
+#endif
 #else
 	pc = (uint32_t)uc->uc_mcontext.gregs[REG_EIP];
+#ifdef DC_TABLES_FP
+	nfp = fp_walk_regs(pc, (uint32_t)uc->uc_mcontext.gregs[REG_UESP],
+			   (uint32_t)uc->uc_mcontext.gregs[REG_EBP], fpips, DC_MAX_IPS);
+#endif
 #endif
 	if (st.n == st.cap)
 		return;
@@ -779,6 +1076,21 @@ static void st_handler(int sig, siginfo_t *si, void *ucv)
 	for (; i < n; i++)
 		out[j++] = (uintptr_t)bt[i];
 	st.nr[st.n++] = j;
+#ifdef DC_TABLES_FP
+	st.pairs++;
+	if (addr_subseq(fpips, nfp, out, j)) {
+		st.pairs_ok++;
+	} else if (!st.bad_fp.nr) {
+		st.bad_fp.nr = nfp;
+		memcpy(st.bad_fp.ips, fpips, nfp * sizeof(fpips[0]));
+		st.bad_bt.nr = j;
+		memcpy(st.bad_bt.ips, out, j * sizeof(out[0]));
+	}
+	if (st.fp) {
+		memcpy(out, fpips, nfp * sizeof(fpips[0]));
+		st.nr[st.n - 1] = nfp;
+	}
+#endif
 }
 
 FRAME pid_t selftest_run(void (*fn)(void *arg), void *arg,
@@ -790,7 +1102,7 @@ FRAME pid_t selftest_run(void (*fn)(void *arg), void *arg,
 	void *warm[4];
 
 	backtrace(warm, 4);	/* loads libgcc_s outside the handler */
-	st.n = 0;
+	st.n = st.pairs = st.pairs_ok = st.bad_fp.nr = 0;
 	st.cap = 2000;
 	st.ips = calloc(st.cap, DC_MAX_IPS * sizeof(*st.ips));
 	st.nr = calloc(st.cap, sizeof(*st.nr));
@@ -869,7 +1181,7 @@ static long find_rec(const struct rec_key *keys, size_t nkeys,
 static bool is_leaf(const struct workload *w, const struct dc_sample *s,
 		    const struct dc_deferred *d)
 {
-	if (!d->nr || !frame_is(d->ips[0], &w->chain[0][0]))
+	if (!d->nr || !frame_is(d->ips[0], &w->chain[0][0]))	/* fp_chain's too */
 		return false;
 	return !w->leaf_kfunc || !s->nr_kernel || dc_kernel_stack_has(s, w->leaf_kfunc);
 }
@@ -878,8 +1190,11 @@ static void analyze(const struct workload *w, enum mode mode, struct dc_log *log
 		    pid_t pid, struct res *r)
 {
 	uint64_t user_max = sizeof(long) == 4 ? 1ULL << 32 : DC_USER_MAX;
-	int print_bad = mode == M_ON || mode == M_SELFTEST ? 3 : 1;
-	bool print_good = mode == M_ON || mode == M_SELFTEST;
+	int print_bad = strict(mode) ? 3 : 1, print_disagree = 3;
+	bool print_good = strict(mode);
+	bool fpw = fp_walk(mode);
+	const struct pat (*chain)[MAX_PAT] = fpw ? w->fp_chain : w->chain;
+	const struct pat *startup = fpw ? w->fp_startup : w->startup;
 	struct rec_key *keys = calloc(log->nr_deferred + 1, sizeof(*keys));
 
 	if (!keys)
@@ -926,7 +1241,7 @@ static void analyze(const struct workload *w, enum mode mode, struct dc_log *log
 		if (!is_leaf(w, s, d))
 			continue;
 		if (w->startup_elems && !selftest &&
-		    match(w->startup, d->ips, d->nr, 0, false, &where)) {
+		    match(startup, d->ips, d->nr, 0, false, &where)) {
 			r->startup++;
 			continue;
 		}
@@ -936,7 +1251,8 @@ static void analyze(const struct workload *w, enum mode mode, struct dc_log *log
 			struct pat pre[8];
 			uint32_t wh = 0;
 
-			exact = exact || match(w->chain[c], d->ips, d->nr, 0, false, &where);
+			exact = exact || match(chain[c], d->ips, d->nr, 0, false, &where);
+			/* the table walk's caller, a figure for the FP walk */
 			memcpy(pre, w->chain[c], w->caller_elems * sizeof(pre[0]));
 			pre[w->caller_elems] = (struct pat)PAT_END;
 			caller = caller || match(pre, d->ips, d->nr, 0, true, &wh);
@@ -946,6 +1262,30 @@ static void analyze(const struct workload *w, enum mode mode, struct dc_log *log
 		r->exact += exact;
 		r->caller_lost += !caller;
 		r->broken += !ours;
+		if (fp_build) {
+			/* i386, at __kernel_vsyscall's sysenter/syscall: see the top */
+			bool vsys = fpw && vsys_insn && d->ips[0] == vsys_insn;
+			bool agree = false;
+
+			r->vsys += vsys;
+			if (vsys && !vsys_sysenter) {	/* %ebp is the buffer */
+				agree = d->nr == 1;
+			} else if (!vsys || (d->nr >= 2 && d->ips[1] == READ_SIZE)) {
+				/* sysenter: the saved %edx, the count, then the chain */
+				for (int c = 0; c < w->nchains && !agree; c++)
+					agree = fpw ? rec_in_chain(w->chain[c], d->ips, d->nr,
+								   vsys ? 1 : UINT32_MAX) :
+						      chain_in_rec(w->fp_chain[c], d->ips, d->nr);
+			}
+			r->agree += agree;
+			if (!agree && print_disagree) {
+				print_disagree--;
+				ksft_print_msg("%s, %s: leaf sample %zu disagrees with the %s walk's chain:\n",
+					       w->name, mode_name[mode], i,
+					       fpw ? "table" : "frame-pointer");
+				print_merged(s, d);
+			}
+		}
 		if (exact && print_good) {
 			print_good = false;
 			ksft_print_msg("%s, %s: first exact leaf record:\n", w->name,
@@ -1000,8 +1340,9 @@ FRAME void measure(struct workload *w, enum mode mode, unsigned int ms, struct r
 		if (err)
 			ksft_exit_fail_msg("writing %s/tables: %s\n", UW_DIR, strerror(-err));
 	}
-	r->have_stats = mode != M_SELFTEST && stats_read(&before);
+	r->have_stats = !selftest && stats_read(&before);
 	dc_attr_init(&attr, PERIOD_NS, true);
+	st.fp = mode == M_SELFTEST_FP;
 	if (selftest)
 		pid = selftest_run(w->fn, &arg, &attr, RING_PAGES, &log);
 	else
@@ -1026,6 +1367,14 @@ FRAME void measure(struct workload *w, enum mode mode, unsigned int ms, struct r
 	}
 	close(arg.fd);
 	free(arg.buf);
+	r->pairs = st.pairs;
+	r->pairs_ok = st.pairs_ok;
+	if (st.pairs != st.pairs_ok) {
+		ksft_print_msg("%s, %s: a sample whose frame-pointer walk is not a subsequence of libgcc's:\n",
+			       w->name, mode_name[mode]);
+		print_merged(&(struct dc_sample){ .cookie = 0 }, &st.bad_fp);
+		print_merged(&(struct dc_sample){ .cookie = 0 }, &st.bad_bt);
+	}
 	analyze(w, mode, &log, pid, r);
 	dc_log_free(&log);
 }
@@ -1038,14 +1387,17 @@ static double pct(size_t a, size_t b)
 /* The figures and assertions of one workload in one mode. */
 static void report(const struct workload *w, enum mode mode, const struct res *r)
 {
-	bool strict = mode == M_ON || mode == M_SELFTEST;
-	bool nonuser_ok = !strict && !is_rust;
+	bool fpw = fp_walk(mode);
+	bool nonuser_ok = (mode == M_ASIS || mode == M_OFF) && !is_rust;
+	char agree[64] = "";
 	bool inv;
 
-	ksft_print_msg("FIGURES %s, %s: samples %zu, leaf %zu (+%zu of the start-up read), exact %.1f%%, caller lost %.1f%%, broken %.1f%%; records %zu; stats:%s\n",
+	if (fp_build)
+		snprintf(agree, sizeof(agree), ", agree %.1f%%", pct(r->agree, r->leaf));
+	ksft_print_msg("FIGURES %s, %s: samples %zu, leaf %zu (+%zu of the start-up read), exact %.1f%%, caller lost %.1f%%, broken %.1f%%%s; records %zu; stats:%s\n",
 		       w->name, mode_name[mode], r->samples, r->leaf, r->startup,
 		       pct(r->exact, r->leaf), pct(r->caller_lost, r->leaf),
-		       pct(r->broken, r->leaf), r->records,
+		       pct(r->broken, r->leaf), agree, r->records,
 		       r->have_stats ? (r->stats[0] ? r->stats : " unchanged") : " none");
 	if (r->nonuser && nonuser_ok)
 		ksft_print_msg("%s, %s: %zu records with a non-user address (upstream records what a frame-pointer walk of frameless code reads: README)\n",
@@ -1053,7 +1405,7 @@ static void report(const struct workload *w, enum mode mode, const struct res *r
 	inv = r->samples >= MIN_SAMPLES && r->leaf >= MIN_LEAF && !r->bad_pid &&
 	      !r->bad_ctx && !r->missing && !r->dup && !r->orphan && !r->bad_rec &&
 	      !r->kaddr && (nonuser_ok || !r->nonuser) && !r->lost && !r->malformed;
-	if (!strict) {
+	if (!strict(mode)) {
 		ksft_test_result(inv,
 				 "%s, %s: %zu samples, %zu in the leaf (>= %d): exact chain %.1f%%, caller lost %.1f%%, none of our frames after the leaf %.1f%% (stack shape not asserted); every cookie one record (%zu missing, %zu twice, %zu final stop), %zu records without sample, %zu bad, %zu with a kernel address, %zu non-user%s, %llu lost, %llu malformed\n",
 				 w->name, mode_name[mode], r->samples, r->leaf, MIN_LEAF,
@@ -1071,9 +1423,22 @@ static void report(const struct workload *w, enum mode mode, const struct res *r
 			 r->kaddr + r->nonuser, (unsigned long long)r->lost,
 			 (unsigned long long)r->malformed);
 	ksft_test_result(r->leaf >= MIN_LEAF && r->exact * 100 >= r->leaf * 99,
-			 "%s, %s: %zu of %zu leaf records (%.1f%%, >= 99%%) are exactly the chain\n",
-			 w->name, mode_name[mode], r->exact, r->leaf, pct(r->exact, r->leaf));
-	if (w->assert_caller)
+			 "%s, %s: %zu of %zu leaf records (%.1f%%, >= 99%%) are exactly the %schain\n",
+			 w->name, mode_name[mode], r->exact, r->leaf, pct(r->exact, r->leaf),
+			 fpw ? "frame-pointer " : "");
+	if (fp_build && fpw)
+		ksft_test_result(r->leaf >= MIN_LEAF && r->agree == r->leaf,
+				 "%s, %s: every leaf record agrees with the table walk: %zu of %zu are its chain less frames the frame-pointer walk cannot see, in order (%zu at i386 __kernel_vsyscall's system call instruction, in its shape)\n",
+				 w->name, mode_name[mode], r->agree, r->leaf, r->vsys);
+	else if (fp_build)
+		ksft_test_result(r->leaf >= MIN_LEAF && r->agree == r->leaf,
+				 "%s, %s: every leaf record agrees with the frame-pointer walk: %zu of %zu hold its chain, in order\n",
+				 w->name, mode_name[mode], r->agree, r->leaf);
+	if (fp_build && selftest)
+		ksft_test_result(r->pairs >= MIN_SAMPLES && r->pairs_ok == r->pairs,
+				 "%s, %s: in every sample (%zu of %zu), the frame-pointer walk's addresses are a subsequence of libgcc's from the same context\n",
+				 w->name, mode_name[mode], r->pairs_ok, r->pairs);
+	if (w->assert_caller && !fpw)
 		ksft_test_result(r->leaf >= MIN_LEAF && !r->caller_lost,
 				 "%s, %s: no leaf record loses the wrapper's direct caller (%zu of %zu do)\n",
 				 w->name, mode_name[mode], r->caller_lost, r->leaf);
@@ -1121,8 +1486,13 @@ int main(int argc, char **argv)
 		ksft_exit_fail_msg("no vDSO with symbols\n");
 #endif
 	build_chains(selftest ? "selftest_run" : "dc_profile_child");
+	vsys_find();
 
-	if (selftest) {
+	if (selftest && fp_build) {
+		modes[0] = M_SELFTEST_FP;	/* as tables off */
+		modes[1] = M_SELFTEST;
+		nmodes = 2;
+	} else if (selftest) {
 		modes[0] = M_SELFTEST;
 		nmodes = 1;
 	} else {
@@ -1144,7 +1514,11 @@ int main(int argc, char **argv)
 	}
 	ksft_print_msg("%s kernel, %s; libc %s (bias %#llx, %zu functions), vdso %zu functions; %u ms of CPU per run\n",
 		       selftest ? "no" : is_rust ? "Rust" : "upstream C",
-		       selftest ? "selftest" : nmodes == 2 ?
+		       selftest ? (fp_build ? "selftest of the frame-pointer build" : "selftest") :
+		       fp_build ? (nmodes == 2 ?
+		       "frame-pointer build, table unwinding present (tables off, then on)" :
+		       "frame-pointer build, no " UW_DIR "/tables: the frame-pointer walk") :
+		       nmodes == 2 ?
 		       "table unwinding present (tables off, then on)" :
 		       "no " UW_DIR "/tables: only frame pointers measured",
 		       libc_dso.path[0] ? libc_dso.path : "static",
@@ -1152,8 +1526,9 @@ int main(int argc, char **argv)
 		       vdso_dso.nsyms, ms);
 	for (int w = 0; w < NR_WORKLOADS; w++) {
 		for (int m = 0; m < nmodes; m++)
-			plan += modes[m] == M_ASIS || modes[m] == M_OFF ? 1 :
-				2 + workloads[w].assert_caller + (modes[m] == M_ON);
+			plan += !strict(modes[m]) ? 1 :
+				2 + (workloads[w].assert_caller && !fp_walk(modes[m])) +
+				(modes[m] == M_ON) + fp_build + (fp_build && selftest);
 		for (int c = 0; c < workloads[w].nchains; c++) {
 			pat_str(workloads[w].chain[c], buf, sizeof(buf));
 			ksft_print_msg("%s chain: %s\n", workloads[w].name, buf);
@@ -1163,7 +1538,21 @@ int main(int argc, char **argv)
 			ksft_print_msg("%s start-up read, not counted: %s\n",
 				       workloads[w].name, buf);
 		}
+		for (int c = 0; fp_build && c < workloads[w].nchains; c++) {
+			pat_str(workloads[w].fp_chain[c], buf, sizeof(buf));
+			ksft_print_msg("%s frame-pointer chain: %s\n", workloads[w].name, buf);
+		}
+		if (fp_build && workloads[w].startup_elems && !selftest) {
+			pat_str(workloads[w].fp_startup, buf, sizeof(buf));
+			ksft_print_msg("%s frame-pointer start-up read, not counted: %s\n",
+				       workloads[w].name, buf);
+		}
 	}
+	if (fp_build && sizeof(long) == 4)
+		ksft_print_msg("__kernel_vsyscall's system call instruction: %s at %#llx\n",
+			       !vsys_insn ? "none (int $0x80 only)" :
+			       vsys_sysenter ? "sysenter" : "syscall",
+			       (unsigned long long)vsys_insn);
 	ksft_set_plan(plan);
 
 	for (int w = 0; w < NR_WORKLOADS; w++) {
