@@ -1478,6 +1478,20 @@ pub fn step_in<M: UserBytes>(
     ws: WordSize,
     frame: &Frame,
 ) -> Res<Step> {
+    let (row, signal_frame) = rules_in(r, h, ws, frame)?;
+    apply(r, &row, ws, frame, signal_frame)
+}
+
+/// The rules at `frame`'s pc by the object's tables, and whether its FDE
+/// is a signal frame's: [`step_in`] without [`apply`], for a caller that
+/// remembers the rules of the pcs it has met (they depend on the pc
+/// only).
+pub fn rules_in<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    h: &Hdr,
+    ws: WordSize,
+    frame: &Frame,
+) -> Res<(Row, bool)> {
     let pc = if frame.ip_is_return_address {
         frame.ip.checked_sub(1).ok_or(Refusal::NoFde)?
     } else {
@@ -1486,5 +1500,5 @@ pub fn step_in<M: UserBytes>(
     let at = search(r, h, ws, pc)?;
     let fde = read_fde(r, h.eh_frame, at, ws)?;
     let row = row_at(r, &fde, ws, pc)?;
-    apply(r, &row, ws, frame, fde.signal_frame)
+    Ok((row, fde.signal_frame))
 }

@@ -412,6 +412,19 @@ pub struct TableStats {
     pub budget_exhausted: bool,
 }
 
+/// Rules remembered by a walk by tables, by pc: a pc met again (a
+/// recursion, a loop of calls) costs the stack reads of [`cfi::apply`]
+/// only, not the search, the FDE and CIE and the instructions again.
+const ROW_MEMO: usize = 8;
+
+/// A remembered outcome of [`cfi::rules_in`] for `pc` (the pc the rules
+/// are looked up at, `ip - 1` for a return address).
+#[derive(Clone, Copy)]
+struct RowMemo {
+    pc: u64,
+    rules: Result<(cfi::Row, bool), cfi::Refusal>,
+}
+
 /// The frame a walk by tables is at, beyond [`Walk`].
 struct TableFrame {
     /// The frame pointer is known (a table step may find it undefined).
@@ -421,6 +434,8 @@ struct TableFrame {
     ip_is_ra: bool,
     /// Reads left of [`MAX_TABLE_READS`].
     budget: u32,
+    /// The rules of the pcs met, by `pc % ROW_MEMO`.
+    rows: [Option<RowMemo>; ROW_MEMO],
 }
 
 /// Walk the user stack from `regs` into `out` as [`walk`] does, but step
@@ -447,6 +462,7 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
         fp_known: true,
         ip_is_ra: false,
         budget: MAX_TABLE_READS,
+        rows: [None; ROW_MEMO],
     };
     let last = out.len().saturating_sub(1);
     for (nr, slot) in out.iter_mut().enumerate() {
@@ -490,9 +506,23 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
     } else {
         w.ip
     };
-    let Some(hdr) = tables.find(pc) else {
-        stats.no_tables = stats.no_tables.saturating_add(1);
-        return None;
+    let slot = (pc % ROW_MEMO as u64) as usize;
+    let known = t
+        .rows
+        .get(slot)
+        .copied()
+        .flatten()
+        .filter(|m| m.pc == pc)
+        .map(|m| m.rules);
+    let hdr = match known {
+        Some(_) => None,
+        None => match tables.find(pc) {
+            Some(hdr) => Some(hdr),
+            None => {
+                stats.no_tables = stats.no_tables.saturating_add(1);
+                return None;
+            }
+        },
     };
     let frame = cfi::Frame {
         ip: w.ip,
@@ -502,7 +532,18 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
     };
     let give = t.budget.min(cfi::MAX_READS);
     let mut r = cfi::Reader::with_budget(mem, give);
-    let res = cfi::step_in(&mut r, &hdr, w.ws, &frame);
+    let rules = match (known, hdr) {
+        (Some(rules), _) => rules,
+        (None, Some(hdr)) => {
+            let rules = cfi::rules_in(&mut r, &hdr, w.ws, &frame);
+            if let Some(m) = t.rows.get_mut(slot) {
+                *m = Some(RowMemo { pc, rules });
+            }
+            rules
+        }
+        (None, None) => return None,
+    };
+    let res = rules.and_then(|(row, signal)| cfi::apply(&mut r, &row, w.ws, &frame, signal));
     let used = r.reads().saturating_sub(cfi::MAX_READS - give);
     t.budget = t.budget.saturating_sub(used);
     stats.reads = stats.reads.saturating_add(used);
