@@ -26,6 +26,7 @@ SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_threads \
 	deferred_lost deferred_nmi deferred_failslab deferred_races deferred_stress \
 	deferred_bench deferred_bench_32 deferred_hostile deferred_hostile_32 \
 	deferred_tables deferred_tables_32 deferred_tables_fp deferred_tables_fp_32 \
+	deferred_hostile_tables \
 	perf_defer.sh
 export SELFTESTS
 # Tests that must fail on the upstream C kernel: the upstream 7.3 bugs the
