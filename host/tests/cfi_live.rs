@@ -345,11 +345,19 @@ fn walk_tables_own_stack_like_libgcc() {
         theirs.len()
     );
     assert_eq!(stop, Stop::EndOfStack, "ours {ours:x?} theirs {theirs:x?}");
-    assert_eq!(ours.len(), theirs.len(), "ours {ours:x?} theirs {theirs:x?}");
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "ours {ours:x?} theirs {theirs:x?}"
+    );
     assert_eq!(ours[1..], theirs[1..], "ours {ours:x?} theirs {theirs:x?}");
     assert_eq!(stats.table_frames as usize, ours.len() - 1, "{stats:?}");
     assert_eq!(stats.fp_frames, 0, "{stats:?}");
     assert_eq!(stats.refused, [0; cfi::Cause::COUNT], "{stats:?}");
     // One lookup per mapping met (the test binary, libc), not per frame.
-    assert!(t.lookups <= t.memo.len() as u32 && t.lookups < 6, "{}", t.lookups);
+    assert!(
+        t.lookups <= t.memo.len() as u32 && t.lookups < 6,
+        "{}",
+        t.lookups
+    );
 }

@@ -94,10 +94,18 @@ fn tables_refused_fall_back_to_frame_pointers() {
             out.entries().len()
         } as u32;
         let want_refused = if linear { tried } else { 0 };
-        assert_eq!(stats.refused[Cause::NoFde as usize], want_refused, "{name}: {stats:?}");
+        assert_eq!(
+            stats.refused[Cause::NoFde as usize],
+            want_refused,
+            "{name}: {stats:?}"
+        );
         assert_eq!(stats.refused.iter().sum::<u32>(), want_refused, "{name}");
         // The frame-pointer steps that succeeded.
-        let fp = if out.stop == Stop::Full { tried } else { tried.saturating_sub(1) };
+        let fp = if out.stop == Stop::Full {
+            tried
+        } else {
+            tried.saturating_sub(1)
+        };
         assert_eq!(stats.fp_frames, if linear { fp } else { 0 }, "{name}");
         assert_eq!(stats.reads, 0, "{name}");
     }
