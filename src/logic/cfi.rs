@@ -494,6 +494,28 @@ impl Cursor {
         self.pos = self.pos.wrapping_add(n);
         Ok(())
     }
+
+    /// The `len` bytes of a DWARF expression, to be recognised: `None` if
+    /// longer than [`MAX_EXPRESSION`] (then skipped).
+    fn expression<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        len: u64,
+    ) -> Res<Option<([u8; MAX_EXPRESSION], usize)>> {
+        if len > MAX_EXPRESSION as u64 {
+            self.skip(len)?;
+            return Ok(None);
+        }
+        if len > self.left() {
+            return Err(Refusal::Malformed(self.at));
+        }
+        let mut e = [0u8; MAX_EXPRESSION];
+        let n = len as usize;
+        for b in e.iter_mut().take(n) {
+            *b = self.u8(r)?;
+        }
+        Ok(Some((e, n)))
+    }
 }
 
 // Pointer encodings (DW_EH_PE_*).
@@ -978,17 +1000,23 @@ const CFA_VAL_EXPRESSION: u8 = 0x16;
 const CFA_GNU_ARGS_SIZE: u8 = 0x2e;
 const CFA_GNU_NEGATIVE_OFFSET_EXTENDED: u8 = 0x2f;
 
-/// Recognise `DW_OP_breg<fp> offset` in expression bytes `e`, followed by
-/// `DW_OP_deref` if `deref` (see [`Cfa::DerefFp`], [`Rule::AtFp`]).
-pub fn fp_pattern(e: &[u8], arch: Arch, deref: bool) -> Option<i32> {
+/// `DW_OP_breg<reg> offset` at the start of expression bytes `e`: the
+/// offset and the bytes after it.
+fn breg(e: &[u8], reg: u64) -> Option<(i32, &[u8])> {
     const BREG0: u64 = 0x70;
-    const DEREF: u8 = 0x06;
     let (&b0, rest) = e.split_first()?;
-    if u64::from(b0) != BREG0.checked_add(arch.fp)? {
+    if u64::from(b0) != BREG0.checked_add(reg)? {
         return None;
     }
     let (off, rest) = sleb_bytes(rest)?;
-    let off = i32::try_from(off).ok()?;
+    Some((i32::try_from(off).ok()?, rest))
+}
+
+/// Recognise `DW_OP_breg<fp> offset` in expression bytes `e`, followed by
+/// `DW_OP_deref` if `deref` (see [`Cfa::DerefFp`], [`Rule::AtFp`]).
+pub fn fp_pattern(e: &[u8], arch: Arch, deref: bool) -> Option<i32> {
+    const DEREF: u8 = 0x06;
+    let (off, rest) = breg(e, arch.fp)?;
     match (rest, deref) {
         ([], false) | ([DEREF], true) => Some(off),
         _ => None,
@@ -997,19 +1025,9 @@ pub fn fp_pattern(e: &[u8], arch: Arch, deref: bool) -> Option<i32> {
 
 /// Recognise the PLT pattern in expression bytes `e` (see [`PltCfa`]).
 pub fn plt_pattern(e: &[u8], arch: Arch) -> Option<PltCfa> {
-    const BREG0: u64 = 0x70;
     const LIT0: u8 = 0x30;
-    let (&b0, rest) = e.split_first()?;
-    if u64::from(b0) != BREG0.checked_add(arch.sp)? {
-        return None;
-    }
-    let (sp_off, rest) = sleb_bytes(rest)?;
-    let sp_off = i32::try_from(sp_off).ok()?;
-    let (&b1, rest) = rest.split_first()?;
-    if u64::from(b1) != BREG0.checked_add(arch.ra)? {
-        return None;
-    }
-    let (zero, rest) = sleb_bytes(rest)?;
+    let (sp_off, rest) = breg(e, arch.sp)?;
+    let (zero, rest) = breg(rest, arch.ra)?;
     match rest {
         &[0x3f, 0x1a, k, 0x2a, s, 0x24, 0x22]
             if zero == 0
@@ -1264,26 +1282,15 @@ impl Interp {
             }
             CFA_DEF_CFA_EXPRESSION => {
                 let len = c.uleb(r)?;
-                if len > c.left() {
-                    return Err(Refusal::Malformed(Where::Instructions));
-                }
-                let mut e = [0u8; MAX_EXPRESSION];
-                self.row.cfa = Cfa::Expression;
-                if len <= MAX_EXPRESSION as u64 {
-                    let n = len as usize;
-                    for b in e.iter_mut().take(n) {
-                        *b = c.u8(r)?;
-                    }
-                    if let Some(e) = e.get(..n) {
-                        if let Some(plt) = plt_pattern(e, self.arch) {
-                            self.row.cfa = Cfa::Plt(plt);
-                        } else if let Some(off) = fp_pattern(e, self.arch, true) {
-                            self.row.cfa = Cfa::DerefFp(off);
-                        }
-                    }
-                } else {
-                    c.skip(len)?;
-                }
+                let e = c.expression(r, len)?;
+                let e = e.as_ref().and_then(|(e, n)| e.get(..*n));
+                self.row.cfa = match e {
+                    Some(e) => plt_pattern(e, self.arch)
+                        .map(Cfa::Plt)
+                        .or_else(|| fp_pattern(e, self.arch, true).map(Cfa::DerefFp))
+                        .unwrap_or(Cfa::Expression),
+                    None => Cfa::Expression,
+                };
             }
             CFA_EXPRESSION | CFA_VAL_EXPRESSION => {
                 let reg = c.uleb(r)?;
@@ -1293,16 +1300,10 @@ impl Interp {
                 } else {
                     Rule::ValExpression
                 };
-                if op == CFA_EXPRESSION && reg == self.arch.fp && len <= MAX_EXPRESSION as u64 {
-                    if len > c.left() {
-                        return Err(Refusal::Malformed(Where::Instructions));
-                    }
-                    let mut e = [0u8; MAX_EXPRESSION];
-                    let n = len as usize;
-                    for b in e.iter_mut().take(n) {
-                        *b = c.u8(r)?;
-                    }
-                    if let Some(off) = e.get(..n).and_then(|e| fp_pattern(e, self.arch, false)) {
+                if op == CFA_EXPRESSION && reg == self.arch.fp {
+                    let e = c.expression(r, len)?;
+                    let e = e.as_ref().and_then(|(e, n)| e.get(..*n));
+                    if let Some(off) = e.and_then(|e| fp_pattern(e, self.arch, false)) {
                         rule = Rule::AtFp(off);
                     }
                 } else {
