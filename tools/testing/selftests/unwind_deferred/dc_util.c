@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -711,4 +712,111 @@ int dc_check_leaf_record(const struct dc_deferred *d, const char *leaf,
 			 const char *const *chain, int nchain, bool *frameless)
 {
 	return check_leaf(d, leaf, chain, nchain, frameless, true);
+}
+
+bool dc_rust_kernel(void)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	char line[512];
+	bool rust = false;
+
+	if (!f)
+		return false;
+	while (!rust && fgets(line, sizeof(line), f))
+		rust = strstr(line, " perf_callchain_rust\n") != NULL;
+	fclose(f);
+	return rust;
+}
+
+static bool debugfs_mounted(void)
+{
+	FILE *f = fopen("/proc/mounts", "r");
+	char line[512];
+	bool m = false;
+
+	while (f && !m && fgets(line, sizeof(line), f))
+		m = strstr(line, " /sys/kernel/debug debugfs ") != NULL;
+	if (f)
+		fclose(f);
+	return m;
+}
+
+bool dc_tables_present(void)
+{
+	if (!debugfs_mounted() &&
+	    mount("none", "/sys/kernel/debug", "debugfs", 0, NULL))
+		fprintf(stderr, "# mounting debugfs: %s\n", strerror(errno));
+	return access(DC_UW_DIR "/tables", F_OK) == 0;
+}
+
+int dc_tables_get(void)
+{
+	char c = 0;
+	int fd = open(DC_UW_DIR "/tables", O_RDONLY);
+
+	if (fd < 0)
+		return -1;
+	if (read(fd, &c, 1) != 1)
+		c = 0;
+	close(fd);
+	return c == 'Y' ? 1 : c == 'N' ? 0 : -1;
+}
+
+int dc_tables_set(int on)
+{
+	int fd = open(DC_UW_DIR "/tables", O_WRONLY), ok;
+
+	if (fd < 0)
+		return -errno;
+	ok = write(fd, on ? "1" : "0", 1) == 1;
+	close(fd);
+	if (!ok)
+		return -EIO;
+	return dc_tables_get() == on ? 0 : -EIO;
+}
+
+static int tables_orig = -1;
+static pid_t tables_owner;
+
+void dc_tables_restore(void)
+{
+	if (tables_orig >= 0 && getpid() == tables_owner &&
+	    dc_tables_get() != tables_orig)
+		dc_tables_set(tables_orig);
+}
+
+int dc_tables_hold(void)
+{
+	tables_orig = dc_tables_get();
+	tables_owner = getpid();
+	atexit(dc_tables_restore);
+	return tables_orig;
+}
+
+bool dc_stats_read(struct dc_stats *st)
+{
+	FILE *f = fopen(DC_UW_DIR "/stats", "r");
+	unsigned long long v;
+	char name[48];
+
+	st->n = 0;
+	if (!f)
+		return false;
+	while (st->n < DC_MAX_STATS && fscanf(f, "%47s %llu", name, &v) == 2) {
+		snprintf(st->name[st->n], sizeof(st->name[0]), "%s", name);
+		st->val[st->n++] = v;
+	}
+	fclose(f);
+	return st->n > 0;
+}
+
+bool dc_stats_get(const struct dc_stats *st, const char *name, uint64_t *val)
+{
+	for (int i = 0; i < st->n; i++) {
+		if (!strcmp(st->name[i], name)) {
+			*val = st->val[i];
+			return true;
+		}
+	}
+	return false;
 }

@@ -250,4 +250,36 @@ static inline int dc_cookie_cpu(uint64_t cookie)
  */
 bool dc_ip_frameless(uint64_t ip, uint64_t start, uint64_t size);
 
+/* ---- which kernel; the Rust kernel's unwind tables (debugfs) ---- */
+
+/* Is this the Rust kernel (perf_callchain_rust in /proc/kallsyms)? */
+bool dc_rust_kernel(void);
+
+#define DC_UW_DIR	"/sys/kernel/debug/unwind_user"
+
+/* Does the kernel have the tables switch?  Mounts debugfs if needed. */
+bool dc_tables_present(void);
+/* The switch: 1 on, 0 off, -1 unreadable. */
+int dc_tables_get(void);
+/* Set the switch and check it took: 0, or -errno. */
+int dc_tables_set(int on);
+/*
+ * Remember the switch's value, put back by dc_tables_restore() and at exit
+ * (of this process, not of its forked children).  Returns the value.
+ */
+int dc_tables_hold(void);
+void dc_tables_restore(void);
+
+/* The counters of DC_UW_DIR/stats ("name value" lines). */
+#define DC_MAX_STATS	64
+struct dc_stats {
+	int n;
+	char name[DC_MAX_STATS][48];
+	uint64_t val[DC_MAX_STATS];
+};
+/* Read them; false if there are none. */
+bool dc_stats_read(struct dc_stats *st);
+/* Counter @name of @st into *@val; false if @st has none of that name. */
+bool dc_stats_get(const struct dc_stats *st, const char *name, uint64_t *val);
+
 #endif

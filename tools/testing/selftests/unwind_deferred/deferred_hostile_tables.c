@@ -99,7 +99,6 @@
 #define CASE_TIMEOUT_MS		30000
 #define STOP_RETRIES		20
 #define PAGE			4096UL
-#define UW_DIR			"/sys/kernel/debug/unwind_user"
 
 /* The object's layout (file offset == vaddr). */
 #define FILE_SIZE	(2 * PAGE)
@@ -423,93 +422,16 @@ __attribute__((noipa)) void ht_outer(void)
 	ht_caller();
 }
 
-/* ---------------- debugfs (as deferred_tables) ---------------- */
+/* ---------------- counters ---------------- */
 
-static int tables_orig = -1;
-static pid_t tables_owner;
-
-static int tables_get(void)
-{
-	char c = 0;
-	int fd = open(UW_DIR "/tables", O_RDONLY);
-
-	if (fd < 0)
-		return -1;
-	if (read(fd, &c, 1) != 1)
-		c = 0;
-	close(fd);
-	return c == 'Y' ? 1 : c == 'N' ? 0 : -1;
-}
-
-static int tables_set(int on)
-{
-	int fd = open(UW_DIR "/tables", O_WRONLY), ok;
-
-	if (fd < 0)
-		return -errno;
-	ok = write(fd, on ? "1" : "0", 1) == 1;
-	close(fd);
-	if (!ok)
-		return -EIO;
-	return tables_get() == on ? 0 : -EIO;
-}
-
-static void tables_restore(void)
-{
-	if (tables_orig >= 0 && getpid() == tables_owner &&
-	    tables_get() != tables_orig)
-		tables_set(tables_orig);
-}
-
-static bool have_tables(void)
-{
-	FILE *f = fopen("/proc/mounts", "r");
-	char line[512];
-	bool m = false;
-
-	while (f && !m && fgets(line, sizeof(line), f))
-		m = strstr(line, " /sys/kernel/debug debugfs ") != NULL;
-	if (f)
-		fclose(f);
-	if (!m && mount("none", "/sys/kernel/debug", "debugfs", 0, NULL))
-		ksft_print_msg("mounting debugfs: %s\n", strerror(errno));
-	return access(UW_DIR "/tables", F_OK) == 0;
-}
-
-#define MAX_STATS 64
-
-struct stats {
-	int n;
-	char name[MAX_STATS][48];
-	uint64_t val[MAX_STATS];
-};
-
-static bool stats_read(struct stats *st)
-{
-	FILE *f = fopen(UW_DIR "/stats", "r");
-	unsigned long long v;
-	char name[48];
-
-	st->n = 0;
-	if (!f)
-		return false;
-	while (st->n < MAX_STATS && fscanf(f, "%47s %llu", name, &v) == 2) {
-		snprintf(st->name[st->n], sizeof(st->name[0]), "%s", name);
-		st->val[st->n++] = v;
-	}
-	fclose(f);
-	return st->n > 0;
-}
-
-static int64_t stats_delta(const struct stats *a, const struct stats *b,
+static int64_t stats_delta(const struct dc_stats *a, const struct dc_stats *b,
 			   const char *name)
 {
-	for (int i = 0; i < b->n; i++)
-		if (!strcmp(b->name[i], name))
-			for (int j = 0; j < a->n; j++)
-				if (!strcmp(a->name[j], name))
-					return (int64_t)(b->val[i] - a->val[j]);
-	return -1;	/* missing: fails every check */
+	uint64_t va, vb;
+
+	if (!dc_stats_get(a, name, &va) || !dc_stats_get(b, name, &vb))
+		return -1;	/* missing: fails every check */
+	return (int64_t)(vb - va);
 }
 
 /* ---------------- running a case ---------------- */
@@ -695,7 +617,7 @@ static __attribute__((noipa)) void test_case(const struct tcase *c, bool tables)
 	char path[] = "/tmp/dht-XXXXXX";
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
-	struct stats before, after;
+	struct dc_stats before, after;
 	bool stats = false;
 	size_t bad = 0, nblob = 0, exact = 0;
 	const char *const *want = c->kind == K_VALID ? chain_valid : chain_fp;
@@ -712,10 +634,10 @@ static __attribute__((noipa)) void test_case(const struct tcase *c, bool tables)
 	blob_lo = blob_hi = 0;
 	dc_attr_init(&attr, PERIOD_NS, true);
 	if (tables)
-		stats = stats_read(&before);
+		stats = dc_stats_read(&before);
 	pid = run_case(path, &attr, &log);
 	if (tables)
-		stats = stats && stats_read(&after);
+		stats = stats && dc_stats_read(&after);
 	unlink(path);
 	if (pid < 0) {
 		ksft_test_result_fail("%s: running the case: %s\n", c->name, strerror(-pid));
@@ -782,7 +704,7 @@ static __attribute__((noipa)) void test_case(const struct tcase *c, bool tables)
 	}
 
 	if (tables && !stats) {
-		ksft_print_msg("  cannot read %s/stats\n", UW_DIR);
+		ksft_print_msg("  cannot read %s/stats\n", DC_UW_DIR);
 		bad++;
 	} else if (tables) {
 		int64_t main_d = stats_delta(&before, &after, c->counter);
@@ -883,20 +805,19 @@ int main(int argc, char **argv)
 	ksft_set_plan(ARRAY_SIZE(cases));
 	if (dc_syms_load())
 		ksft_exit_fail_msg("reading the symbol table\n");
-	tables = have_tables();
+	tables = dc_tables_present();
 	if (tables) {
-		tables_orig = tables_get();
-		tables_owner = getpid();
-		atexit(tables_restore);
-		if (tables_set(1))
-			ksft_exit_fail_msg("writing %s/tables\n", UW_DIR);
-		ksft_print_msg("tables on (was %s)\n", tables_orig == 1 ? "Y" : "N");
+		int was = dc_tables_hold();
+
+		if (dc_tables_set(1))
+			ksft_exit_fail_msg("writing %s/tables\n", DC_UW_DIR);
+		ksft_print_msg("tables on (was %s)\n", was == 1 ? "Y" : "N");
 	} else {
 		ksft_print_msg("%s/tables not available: frame pointers only, invariants only\n",
-			       UW_DIR);
+			       DC_UW_DIR);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		test_case(&cases[i], tables);
-	tables_restore();
+	dc_tables_restore();
 	ksft_finished();
 }

@@ -1162,20 +1162,6 @@ static __attribute__((noinline)) void session_races(void)
 			 NR_SESSIONS, excused);
 }
 
-static bool rust_kernel(void)
-{
-	FILE *f = fopen("/proc/kallsyms", "r");
-	char line[512];
-	bool rust = false;
-
-	if (!f)
-		return false;
-	while (!rust && fgets(line, sizeof(line), f))
-		rust = strstr(line, " perf_callchain_rust\n") != NULL;
-	fclose(f);
-	return rust;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--exec-chain"))
@@ -1186,7 +1172,7 @@ int main(int argc, char **argv)
 	if (dc_syms_load())
 		ksft_exit_fail_msg("cannot read own symbol table\n");
 	dc_kallsyms_load();
-	is_rust = rust_kernel();
+	is_rust = dc_rust_kernel();
 	nr_cpus = dc_online_cpus(cpus, MAX_CPUS);
 	if (nr_cpus < 1)
 		ksft_exit_fail_msg("no online CPUs\n");

@@ -143,7 +143,6 @@
 #define READ_SIZE	65536
 #define DEPTH		200
 #define KERNEL_MIN	0xffff800000000000ULL	/* x86-64 kernel half */
-#define UW_DIR		"/sys/kernel/debug/unwind_user"
 #define MAX_PAT		(DEPTH + 32)
 
 /* Keep the compiler from turning calls into tail jumps. */
@@ -834,102 +833,6 @@ static void print_merged(const struct dc_sample *s, const struct dc_deferred *d)
 	}
 }
 
-/* ---------------- debugfs ---------------- */
-
-static int tables_orig = -1;
-static pid_t tables_owner;
-
-static int tables_get(void)
-{
-	char c = 0;
-	int fd = open(UW_DIR "/tables", O_RDONLY);
-
-	if (fd < 0)
-		return -1;
-	if (read(fd, &c, 1) != 1)
-		c = 0;
-	close(fd);
-	return c == 'Y' ? 1 : c == 'N' ? 0 : -1;
-}
-
-static int tables_set(int on)
-{
-	int fd = open(UW_DIR "/tables", O_WRONLY), ok;
-
-	if (fd < 0)
-		return -errno;
-	ok = write(fd, on ? "1" : "0", 1) == 1;
-	close(fd);
-	if (!ok)
-		return -EIO;
-	return tables_get() == on ? 0 : -EIO;
-}
-
-static void tables_restore(void)
-{
-	if (tables_orig >= 0 && getpid() == tables_owner &&
-	    tables_get() != tables_orig)
-		tables_set(tables_orig);
-}
-
-static bool debugfs_mounted(void)
-{
-	FILE *f = fopen("/proc/mounts", "r");
-	char line[512];
-	bool m = false;
-
-	while (f && !m && fgets(line, sizeof(line), f))
-		m = strstr(line, " /sys/kernel/debug debugfs ") != NULL;
-	if (f)
-		fclose(f);
-	return m;
-}
-
-static bool have_tables(void)
-{
-	if (!debugfs_mounted() &&
-	    mount("none", "/sys/kernel/debug", "debugfs", 0, NULL))
-		ksft_print_msg("mounting debugfs: %s\n", strerror(errno));
-	return access(UW_DIR "/tables", F_OK) == 0;
-}
-
-#define MAX_STATS 64
-
-struct stats {
-	int n;
-	char name[MAX_STATS][48];
-	uint64_t val[MAX_STATS];
-};
-
-static bool stats_read(struct stats *st)
-{
-	FILE *f = fopen(UW_DIR "/stats", "r");
-	unsigned long long v;
-	char name[48];
-
-	st->n = 0;
-	if (!f)
-		return false;
-	while (st->n < MAX_STATS && fscanf(f, "%47s %llu", name, &v) == 2) {
-		snprintf(st->name[st->n], sizeof(st->name[0]), "%s", name);
-		st->val[st->n++] = v;
-	}
-	fclose(f);
-	return st->n > 0;
-}
-
-static uint64_t stats_val(const struct stats *st, const char *name, bool *found)
-{
-	for (int i = 0; i < st->n; i++) {
-		if (!strcmp(st->name[i], name)) {
-			*found = true;
-			return st->val[i];
-		}
-	}
-	*found = false;
-	return 0;
-}
-
 /* ---------------- one run ---------------- */
 
 enum mode { M_ASIS, M_OFF, M_ON, M_SELFTEST, M_SELFTEST_FP };
@@ -1324,7 +1227,7 @@ FRAME void measure(struct workload *w, enum mode mode, unsigned int ms, struct r
 {
 	struct wl_arg arg = { .ms = ms };
 	struct perf_event_attr attr;
-	struct stats before, after;
+	struct dc_stats before, after;
 	struct dc_log log = { 0 };
 	pid_t pid;
 	int err;
@@ -1336,11 +1239,11 @@ FRAME void measure(struct workload *w, enum mode mode, unsigned int ms, struct r
 		ksft_exit_fail_msg("/dev/zero: %s\n", strerror(errno));
 	memset(arg.buf, 1, READ_SIZE);
 	if (mode == M_ON || mode == M_OFF) {
-		err = tables_set(mode == M_ON);
+		err = dc_tables_set(mode == M_ON);
 		if (err)
-			ksft_exit_fail_msg("writing %s/tables: %s\n", UW_DIR, strerror(-err));
+			ksft_exit_fail_msg("writing %s/tables: %s\n", DC_UW_DIR, strerror(-err));
 	}
-	r->have_stats = !selftest && stats_read(&before);
+	r->have_stats = !selftest && dc_stats_read(&before);
 	dc_attr_init(&attr, PERIOD_NS, true);
 	st.fp = mode == M_SELFTEST_FP;
 	if (selftest)
@@ -1351,12 +1254,15 @@ FRAME void measure(struct workload *w, enum mode mode, unsigned int ms, struct r
 	if (pid < 0)
 		ksft_exit_fail_msg("%s, %s: profiling the child: %s\n", w->name,
 				   mode_name[mode], strerror(-pid));
-	if (r->have_stats && stats_read(&after)) {
+	if (r->have_stats && dc_stats_read(&after)) {
 		size_t n = 0;
-		bool found;
 
 		for (int i = 0; i < after.n; i++) {
-			int64_t delta = after.val[i] - stats_val(&before, after.name[i], &found);
+			uint64_t was = 0;
+			int64_t delta;
+
+			dc_stats_get(&before, after.name[i], &was);
+			delta = after.val[i] - was;
 
 			if (!strcmp(after.name[i], "table_frames"))
 				r->table_frames = delta;
@@ -1448,20 +1354,6 @@ static void report(const struct workload *w, enum mode mode, const struct res *r
 				 w->name, mode_name[mode], (long long)r->table_frames);
 }
 
-static bool rust_kernel(void)
-{
-	FILE *f = fopen("/proc/kallsyms", "r");
-	char line[512];
-	bool rust = false;
-
-	if (!f)
-		return false;
-	while (!rust && fgets(line, sizeof(line), f))
-		rust = strstr(line, " perf_callchain_rust\n") != NULL;
-	fclose(f);
-	return rust;
-}
-
 int main(int argc, char **argv)
 {
 	enum mode modes[2];
@@ -1497,13 +1389,10 @@ int main(int argc, char **argv)
 		nmodes = 1;
 	} else {
 		dc_kallsyms_load();
-		is_rust = rust_kernel();
-		if (have_tables()) {
-			tables_orig = tables_get();
-			if (tables_orig < 0)
-				ksft_exit_fail_msg("cannot read %s/tables\n", UW_DIR);
-			tables_owner = getpid();
-			atexit(tables_restore);
+		is_rust = dc_rust_kernel();
+		if (dc_tables_present()) {
+			if (dc_tables_hold() < 0)
+				ksft_exit_fail_msg("cannot read %s/tables\n", DC_UW_DIR);
 			modes[0] = M_OFF;
 			modes[1] = M_ON;
 			nmodes = 2;
@@ -1517,10 +1406,10 @@ int main(int argc, char **argv)
 		       selftest ? (fp_build ? "selftest of the frame-pointer build" : "selftest") :
 		       fp_build ? (nmodes == 2 ?
 		       "frame-pointer build, table unwinding present (tables off, then on)" :
-		       "frame-pointer build, no " UW_DIR "/tables: the frame-pointer walk") :
+		       "frame-pointer build, no " DC_UW_DIR "/tables: the frame-pointer walk") :
 		       nmodes == 2 ?
 		       "table unwinding present (tables off, then on)" :
-		       "no " UW_DIR "/tables: only frame pointers measured",
+		       "no " DC_UW_DIR "/tables: only frame pointers measured",
 		       libc_dso.path[0] ? libc_dso.path : "static",
 		       (unsigned long long)libc_dso.bias, libc_dso.nsyms,
 		       vdso_dso.nsyms, ms);
@@ -1563,6 +1452,6 @@ int main(int argc, char **argv)
 			report(&workloads[w], modes[m], &r);
 		}
 	}
-	tables_restore();
+	dc_tables_restore();
 	ksft_finished();
 }
