@@ -15,8 +15,29 @@ use std::ffi::{c_int, c_void};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use unwind_logic::cfi::{self, Frame, Step, UserBytes};
-use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize};
+use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, WordSize};
 use unwind_logic::{elf, walk_cases};
+
+/// The instruction, stack and frame pointers where it is used (a macro,
+/// so that they are the calling function's own).
+macro_rules! here {
+    () => {{
+        let (ip, sp, fp): (u64, u64, u64);
+        // SAFETY: reads registers only.
+        unsafe {
+            std::arch::asm!(
+                "lea {ip}, [rip]",
+                "mov {sp}, rsp",
+                "mov {fp}, rbp",
+                ip = out(reg) ip,
+                sp = out(reg) sp,
+                fp = out(reg) fp,
+                options(nomem, nostack, preserves_flags)
+            );
+        }
+        (ip, sp, fp)
+    }};
+}
 
 /// `/proc/self/mem`: reads of unmapped addresses fail, never fault.
 struct SelfMem(File);
@@ -216,19 +237,7 @@ fn cfi_walk(objs: &[Obj], ip: u64, sp: u64, fp: u64) -> (Vec<u64>, String) {
 /// have libgcc walk from here too.
 #[inline(never)]
 fn capture(objs: &[Obj]) -> (Vec<u64>, String, Vec<u64>) {
-    let (ip, sp, fp): (u64, u64, u64);
-    // SAFETY: reads registers only.
-    unsafe {
-        std::arch::asm!(
-            "lea {ip}, [rip]",
-            "mov {sp}, rsp",
-            "mov {fp}, rbp",
-            ip = out(reg) ip,
-            sp = out(reg) sp,
-            fp = out(reg) fp,
-            options(nomem, nostack, preserves_flags)
-        );
-    }
+    let (ip, sp, fp) = here!();
     // Everything below runs on stack below `sp`: the frames above stay.
     let (ours, end) = cfi_walk(objs, ip, sp, fp);
     let mut theirs: Vec<u64> = Vec::new();
@@ -286,31 +295,8 @@ fn walk_own_stack_like_libgcc() {
 /// stack, every step by the tables, one lookup per mapping.
 #[inline(never)]
 fn capture_walk(t: &mut MapsTables) -> (Vec<u64>, Stop, TableStats, Vec<u64>) {
-    let (ip, sp, fp): (u64, u64, u64);
-    // SAFETY: reads registers only.
-    unsafe {
-        std::arch::asm!(
-            "lea {ip}, [rip]",
-            "mov {sp}, rsp",
-            "mov {fp}, rbp",
-            ip = out(reg) ip,
-            sp = out(reg) sp,
-            fp = out(reg) fp,
-            options(nomem, nostack, preserves_flags)
-        );
-    }
-    let regs = UserRegs {
-        ip,
-        sp,
-        fp,
-        ws: WordSize::W8,
-        at_function_entry: false,
-        cs_base: 0,
-        ss_base: 0,
-        user_limit: walk_cases::LIMIT64,
-        fp_frame: walk_cases::x86_fp_frame(WordSize::W8),
-        entry_frame: walk_cases::x86_entry_frame(WordSize::W8),
-    };
+    let (ip, sp, fp) = here!();
+    let regs = walk_cases::regs64(ip, sp, fp);
     let mut out = [0u64; 510];
     let mut stats = TableStats::default();
     let mut mem = SelfMem(File::open("/proc/self/mem").unwrap());

@@ -138,7 +138,7 @@ pub fn run_tables(case: &Case) -> (Outcome, TableStats) {
 }
 
 /// A 64-bit context, no function-entry rule, no segment bases.
-const fn regs64(ip: u64, sp: u64, fp: u64) -> UserRegs {
+pub const fn regs64(ip: u64, sp: u64, fp: u64) -> UserRegs {
     UserRegs {
         ip,
         sp,
