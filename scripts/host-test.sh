@@ -5,6 +5,7 @@
 mkdir -p "$BUILD/results"
 out=$(python3 "$TOP/scripts/test_guestlog.py" 2>&1) || { echo "$out"; die "guestlog tests failed"; }
 n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
+[ "${n:-0}" -gt 0 ] || die "guestlog tests: none ran"
 echo "guestlog.py checker: $n tests passed"
 echo "$n 0 host-guestlog" >"$BUILD/results/host-guestlog.txt"
 out=$(python3 "$TOP/scripts/test_compare_stacks.py" 2>&1) ||
@@ -32,7 +33,9 @@ out=$(RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$TOP/target/loom" \
 	{ echo "$out" | tail -40; die "loom model check failed"; }
 echo "$out" | grep -oE 'loom: .*|^test result.*' | sed 's/^/  /'
 p=$(echo "$out" | awk '/^test result:/ { s += $4 } END { print s + 0 }')
-[ "${p:-0}" -gt 0 ] || die "loom ran no test"
+# Each of the three model binaries must have run tests of its own.
+runs=$(echo "$out" | awk '/^test result:/ && $4 > 0 { n++ } END { print n + 0 }')
+[ "$runs" -eq 3 ] || die "loom: $runs of 3 model binaries ran a test"
 echo "${p:-0} 0 host-loom" >"$BUILD/results/host-loom.txt"
 
 # rustfmt, with the kernel's .rustfmt.toml (a copy is at the top level).

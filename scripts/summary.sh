@@ -13,6 +13,11 @@ for r in "$BUILD"/results/*.txt; do
 	read -r a b name <"$r"
 	printf '  %-24s %5d passed, %d failed\n' "$name" "$a" "$b"
 	p=$((p + a)) f=$((f + b))
+	# A stage that passed nothing and failed nothing tested nothing.
+	if [ "$((a + b))" -eq 0 ]; then
+		echo "  $name: no test ran"
+		f=$((f + 1))
+	fi
 done
 echo "check: $p passed, $f failed"
 [ "$f" -eq 0 ]
