@@ -67,6 +67,45 @@ fn halves<'a>(info: Info<'a>) -> (&'a Atomic<u32>, &'a Atomic<u32>) {
     }
 }
 
+/// The whole of `unwind_info.id`, as one atomic, for as long as `'a`: one
+/// load reads a cookie already made (the halves in the cookie's format,
+/// `cnt` above `cpu + 1`, on this little-endian architecture), as C's
+/// `get_cookie()` does.
+#[cfg(all(target_arch = "x86_64", target_endian = "little"))]
+fn whole<'a>(info: Info<'a>) -> &'a Atomic<u64> {
+    let id = info.id();
+    // SAFETY: `id` points into the `unwind_info` of a task alive for `'a`
+    // (type invariant of `Info`); `id.id` is the aligned `u64` the two
+    // halves of `halves()` overlay.  It is only loaded through this
+    // reference, while the halves are written (by the claim, on the same
+    // CPU, interrupts off) through theirs: a mixed-size access, as C's
+    // `get_cookie()` makes it; an aligned 64-bit load is single-copy
+    // atomic on x86-64, so it sees either half as one of its values and
+    // never a torn one (the kernel memory model, not the language's, is
+    // the contract here, as for every kernel atomic).
+    unsafe { Atomic::from_ptr(&raw mut (*id).id) }
+}
+
+/// The task's cookie as it stands (0: none in this entry), in one load.
+#[inline(always)]
+fn read_made(info: Info<'_>) -> u64 {
+    #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
+    {
+        let id = whole(info).load(Relaxed);
+        // Made iff its `cpu` half (CPU + 1) is set: `rule::read`.
+        if id as u32 != 0 {
+            id
+        } else {
+            0
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_endian = "little")))]
+    {
+        let (cpu, cnt) = halves(info);
+        rule::read(cpu, cnt)
+    }
+}
+
 /// The current entry's cookie of the current task, made if it has none.
 pub(crate) fn get(current: CurrentInfo<'_>, irq_off: &LocalInterruptDisabled) -> u64 {
     get_for(current.info(), irq_off)
@@ -74,13 +113,13 @@ pub(crate) fn get(current: CurrentInfo<'_>, irq_off: &LocalInterruptDisabled) ->
 
 /// [`get`] on any `unwind_task_info` that only this context uses.
 fn get_for(info: Info<'_>, irq_off: &LocalInterruptDisabled) -> u64 {
-    let (cpu, cnt) = halves(info);
     // The common case, a cookie already made in this entry, without
     // looking at the CPU (the first step of `rule::get`).
-    let made = rule::read(cpu, cnt);
+    let made = read_made(info);
     if made != 0 {
         return made;
     }
+    let (cpu, cnt) = halves(info);
     // Interrupts are off: the CPU cannot change while `ctr` is used.
     let ctr = CTX_CTR.this_cpu(irq_off);
     rule::get(cpu, cnt, ctr, CpuId::current().as_u32())
@@ -88,8 +127,7 @@ fn get_for(info: Info<'_>, irq_off: &LocalInterruptDisabled) -> u64 {
 
 /// The task's cookie as it stands (0: none in this entry).
 pub(crate) fn read(current: CurrentInfo<'_>) -> u64 {
-    let (cpu, cnt) = halves(current.info());
-    rule::read(cpu, cnt)
+    read_made(current.info())
 }
 
 #[cfg(CONFIG_UNWIND_USER_RUST_KUNIT_TEST)]
@@ -106,6 +144,7 @@ mod tests {
         let info = unsafe { Info::from_raw(&mut ti) };
         let (cpu, cnt) = halves(info);
         assert_eq!(rule::read(cpu, cnt), 0);
+        assert_eq!(read_made(info), 0);
         let (c1, again, c2, this) = with_irqs_disabled(|irq| {
             let c1 = get_for(info, irq);
             let again = get_for(info, irq);
@@ -122,5 +161,8 @@ mod tests {
         // Same entry: same cookie.
         assert_eq!(again, c1);
         assert_eq!(rule::count(c2), rule::next_count(rule::count(c1)));
+        // The one-load read gives what the halves give.
+        assert_eq!(read_made(info), c2);
+        assert_eq!(read_made(info), rule::read(cpu, cnt));
     }
 }

@@ -12,3 +12,13 @@ __rust_helper bool rust_helper_irqs_disabled(void)
 {
 	return irqs_disabled();
 }
+
+__rust_helper void rust_helper_local_irq_disable(void)
+{
+	local_irq_disable();
+}
+
+__rust_helper void rust_helper_local_irq_enable(void)
+{
+	local_irq_enable();
+}
