@@ -717,14 +717,41 @@ int dc_check_leaf_record(const struct dc_deferred *d, const char *leaf,
 bool dc_rust_kernel(void)
 {
 	FILE *f = fopen("/proc/kallsyms", "r");
-	char line[512];
+	char line[512], variant[32] = "";
 	bool rust = false;
+	size_t lines = 0;
 
-	if (!f)
-		return false;
-	while (!rust && fgets(line, sizeof(line), f))
+	while (f && !rust && fgets(line, sizeof(line), f)) {
+		lines++;
 		rust = strstr(line, " perf_callchain_rust\n") != NULL;
-	fclose(f);
+	}
+	if (f)
+		fclose(f);
+	/*
+	 * Fail closed: the C kernel's rules are the looser ones (upstream's
+	 * documented losses are excused there), so a kernel that cannot be
+	 * told apart must not get them by default.
+	 */
+	if (!lines) {
+		printf("Bail out! cannot tell which kernel this is: no /proc/kallsyms\n");
+		exit(1);
+	}
+	/* And the guest's variant=, where given, must agree. */
+	f = fopen("/proc/cmdline", "r");
+	if (f) {
+		if (fgets(line, sizeof(line), f)) {
+			const char *v = strstr(line, "variant=");
+
+			if (v)
+				sscanf(v + 8, "%31[a-z]", variant);
+		}
+		fclose(f);
+	}
+	if ((!strcmp(variant, "c") && rust) || (!strcmp(variant, "rust") && !rust)) {
+		printf("Bail out! variant=%s on the command line, but perf_callchain_rust is %s\n",
+		       variant, rust ? "present" : "absent");
+		exit(1);
+	}
 	return rust;
 }
 
