@@ -40,6 +40,15 @@ def metrics_of(log):
             ws, depth, kind, rest = int(m.group(1)), int(m.group(2)), m.group(3), m.group(4)
             kv = dict(re.findall(r'(\w+)=(\d+)', rest))
             kv = {k: int(v) for k, v in kv.items()}
+            # A console message can cut a line (the serial port is
+            # shared): such a line is dropped, with a warning.
+            need = {'walk': ('iters', 'nr', 'ns'), 'faultable': ('iters', 'nr', 'ns'),
+                    'task': ('iters', 'tracers', 'first', 'repeat', 'dispatch', 'reset'),
+                    'irq': ('iters', 'tracers', 'first', 'repeat'),
+                    'nmi': ('iters', 'tracers', 'first', 'repeat')}.get(kind, ())
+            if any(k not in kv for k in need) or '[' in rest:
+                print('warning: %s: cut line dropped: %s' % (log, raw.strip()), file=sys.stderr)
+                continue
             bits = '64-bit' if ws == 8 else 'compat'
             if kind == 'walk':
                 iters, nr = kv['iters'], kv['nr']

@@ -34,7 +34,9 @@ run() {
 	[ "$mode" = icount ] && extra="-icount shift=0,sleep=off"
 	log "bench: $mode $rep/$REPS, kernel $variant"
 	# shellcheck disable=SC2086	# $SECTIONS: one argument each
-	QEMU_EXTRA=$extra GUEST_APPEND="rounds=$ROUNDS e2e=$E2E" \
+	# loglevel=5: warnings and worse still reach the console (and the log
+	# checker), informational messages do not cut the BENCH lines.
+	QEMU_EXTRA=$extra GUEST_APPEND="rounds=$ROUNDS e2e=$E2E loglevel=5" \
 		GUEST_TIMEOUT=${BENCH_TIMEOUT:-1800} \
 		"$TOP/scripts/run-guest.sh" "$variant-bench" bench $SECTIONS >"$OUT/run.out" 2>&1 ||
 		{ cat "$OUT/run.out"; die "bench guest failed: kernel $variant-bench ($mode)"; }
