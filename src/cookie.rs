@@ -122,7 +122,9 @@ fn get_for(info: Info<'_>, irq_off: &LocalInterruptDisabled) -> u64 {
     let (cpu, cnt) = halves(info);
     // Interrupts are off: the CPU cannot change while `ctr` is used.
     let ctr = CTX_CTR.this_cpu(irq_off);
-    rule::get(cpu, cnt, ctr, CpuId::current().as_u32())
+    // `rule::get` with its first step done above and its last in one load.
+    rule::claim(cpu, cnt, ctr, CpuId::current().as_u32());
+    read_made(info)
 }
 
 /// The task's cookie as it stands (0: none in this entry).

@@ -104,13 +104,20 @@ impl TaskWork {
     pub unsafe fn queue_on_current(&self, mode: NotifyMode) -> Result {
         // SAFETY: `current` is a valid task; the work is the caller's to
         // queue (see above), and `TWA_NMI_CURRENT` is used on current only.
-        to_result(unsafe {
+        let ret = unsafe {
             bindings::task_work_add(
                 Task::current_raw(),
                 self.as_raw(),
                 mode as bindings::task_work_notify_mode,
             )
-        })
+        };
+        // Success inline (this is on request paths, in NMIs too), the
+        // error out of line.
+        if ret == 0 {
+            Ok(())
+        } else {
+            to_result(ret)
+        }
     }
 
     /// Remove the work from `task`'s queue if it is still queued.

@@ -73,14 +73,22 @@ pub fn read(cpu: &impl Cell32, cnt: &impl Cell32) -> u64 {
 /// caller of one entry gets one cookie, and no two entries on a CPU get
 /// the same count (until the 31-bit count wraps).
 pub fn get(cpu: &impl Cell32, cnt: &impl Cell32, ctr: &impl Cell32, this_cpu: u32) -> u64 {
-    if cpu.load() != 0 {
-        return read(cpu, cnt);
+    if cpu.load() == 0 {
+        claim(cpu, cnt, ctr, this_cpu);
     }
+    read(cpu, cnt)
+}
+
+/// The making step of [`get`], for a task whose `cpu` half was found 0:
+/// claim a count or adopt the one claimed in between, then store the CPU.
+/// The cookie is then [`read`] (or the whole `unwind_task_id` loaded at
+/// once, where the two halves are one aligned word).
+#[inline]
+pub fn claim(cpu: &impl Cell32, cnt: &impl Cell32, ctr: &impl Cell32, this_cpu: u32) {
     let new = next_count(ctr.load());
     if cnt.cmpxchg(0, new) {
         ctr.store(new);
     }
     // Interrupts are off: the CPU is the one whose counter was used.
     cpu.store(this_cpu.wrapping_add(1));
-    read(cpu, cnt)
 }
