@@ -676,9 +676,8 @@ bool dc_ip_frameless(uint64_t ip, uint64_t start, uint64_t size)
 	       (ip == start + size - 1 && code[size - 1] == 0xc3);
 }
 
-static int check_leaf(const struct dc_deferred *d, const char *leaf,
-		      const char *const *chain, int nchain, bool *frameless,
-		      bool exact)
+int dc_check_leaf_record(const struct dc_deferred *d, const char *leaf,
+			 const char *const *chain, int nchain, bool *frameless)
 {
 	const char *skip[nchain > 1 ? nchain - 1 : 1];
 	const char *const *want = chain;
@@ -697,21 +696,7 @@ static int check_leaf(const struct dc_deferred *d, const char *leaf,
 		want = skip;
 		nwant = nchain - 1;
 	}
-	if (exact)
-		return dc_stack_is(d->ips, d->nr, want, nwant, &where);
-	return dc_stack_starts_with(d->ips, d->nr, want, nwant, &where);
-}
-
-int dc_check_leaf_stack(const struct dc_deferred *d, const char *leaf,
-			const char *const *chain, int nchain, bool *frameless)
-{
-	return check_leaf(d, leaf, chain, nchain, frameless, false);
-}
-
-int dc_check_leaf_record(const struct dc_deferred *d, const char *leaf,
-			 const char *const *chain, int nchain, bool *frameless)
-{
-	return check_leaf(d, leaf, chain, nchain, frameless, true);
+	return dc_stack_is(d->ips, d->nr, want, nwant, &where);
 }
 
 bool dc_rust_kernel(void)

@@ -217,15 +217,13 @@ bool dc_in_final_stop(const struct dc_log *log, const struct dc_sample *s);
 /*
  * Check a deferred record taken in a workload leaf.  If its first frame
  * is in function @leaf, compare the stack with @chain (@nchain names)
- * and return 1 (match) or 0 (mismatch); return -1 if the record does not
+ * and return 1 (the whole record is exactly that, dc_stack_is()) or 0
+ * (not); return -1 if the record does not
  * start in @leaf.  Where the leaf has no frame (before its prologue, at
  * its final ret), a frame-pointer walk skips the leaf's caller: then the
  * expected stack is @chain without its second entry, and *frameless is
  * set.
  */
-int dc_check_leaf_stack(const struct dc_deferred *d, const char *leaf,
-			const char *const *chain, int nchain, bool *frameless);
-/* The same, but the record must be exactly @chain (dc_stack_is()). */
 int dc_check_leaf_record(const struct dc_deferred *d, const char *leaf,
 			 const char *const *chain, int nchain, bool *frameless);
 
