@@ -67,39 +67,34 @@ fn halves<'a>(info: Info<'a>) -> (&'a Atomic<u32>, &'a Atomic<u32>) {
     }
 }
 
-/// The whole of `unwind_info.id`, as one atomic, for as long as `'a`: one
-/// load reads a cookie already made (the halves in the cookie's format,
-/// `cnt` above `cpu + 1`, on this little-endian architecture), as C's
-/// `get_cookie()` does.
-#[cfg(all(target_arch = "x86_64", target_endian = "little"))]
-fn whole<'a>(info: Info<'a>) -> &'a Atomic<u64> {
-    let id = info.id();
-    // SAFETY: `id` points into the `unwind_info` of a task alive for `'a`
-    // (type invariant of `Info`); `id.id` is the aligned `u64` the two
-    // halves of `halves()` overlay.  It is only loaded through this
-    // reference, while the halves are written (by the claim, on the same
-    // CPU, interrupts off) through theirs: a mixed-size access, as C's
-    // `get_cookie()` makes it; an aligned 64-bit load is single-copy
-    // atomic on x86-64, so it sees either half as one of its values and
-    // never a torn one (the kernel memory model, not the language's, is
-    // the contract here, as for every kernel atomic).
-    unsafe { Atomic::from_ptr(&raw mut (*id).id) }
-}
-
-/// The task's cookie as it stands (0: none in this entry), in one load.
+/// The task's cookie as it stands (0: none in this entry): `rule::read`,
+/// in one load of the whole `unwind_info.id` where that is one aligned
+/// word holding the halves in the cookie's format (`cnt` above `cpu + 1`:
+/// 64-bit little-endian), as C's `get_cookie()` does.
 #[inline(always)]
 fn read_made(info: Info<'_>) -> u64 {
-    #[cfg(all(target_arch = "x86_64", target_endian = "little"))]
+    #[cfg(all(target_pointer_width = "64", target_endian = "little"))]
     {
-        let id = whole(info).load(Relaxed);
-        // Made iff its `cpu` half (CPU + 1) is set: `rule::read`.
+        let id = info.id();
+        // SAFETY: `id` points into the `unwind_info` of a task alive for
+        // the borrow (type invariant of `Info`); `id.id` is the aligned
+        // `u64` the two halves of `halves()` overlay.  It is only loaded
+        // here, while the halves are written (by the claim, on the same
+        // CPU, interrupts off) through theirs: a mixed-size access, as
+        // C's `get_cookie()` makes it; an aligned 64-bit load is
+        // single-copy atomic on 64-bit kernels, so it sees each half as
+        // one of its values, never a torn one (the kernel memory model,
+        // not the language's, is the contract, as for every kernel
+        // atomic).
+        let id = unsafe { Atomic::from_ptr(&raw mut (*id).id) }.load(Relaxed);
+        // Made iff its `cpu` half (CPU + 1) is set, as in `rule::read`.
         if id as u32 != 0 {
             id
         } else {
             0
         }
     }
-    #[cfg(not(all(target_arch = "x86_64", target_endian = "little")))]
+    #[cfg(not(all(target_pointer_width = "64", target_endian = "little")))]
     {
         let (cpu, cnt) = halves(info);
         rule::read(cpu, cnt)

@@ -38,10 +38,11 @@ pub fn irqs_disabled() -> bool {
 /// which must not be called in NMI context (it `WARN`s, and the flags it
 /// saves in a per-CPU slot would clobber those of the code the NMI
 /// interrupted), this never touches the interrupt state of an NMI.  And
-/// it costs what C's `local_irq_save()` does: `f` takes no lock that
-/// enables interrupts on release, so the nesting count
-/// `local_interrupt_disable()` keeps in the preempt count and that
-/// per-CPU slot is not needed.
+/// it costs what C's `local_irq_save()` does: the region does not nest
+/// (an interrupt-disabling lock taken inside `f` finds interrupts
+/// disabled and leaves them so), so the nesting count
+/// `local_interrupt_disable()` keeps in the preempt count and its per-CPU
+/// slot are not needed.
 ///
 /// # Examples
 ///

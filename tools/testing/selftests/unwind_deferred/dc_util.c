@@ -699,10 +699,34 @@ int dc_check_leaf_record(const struct dc_deferred *d, const char *leaf,
 	return dc_stack_is(d->ips, d->nr, want, nwant, &where);
 }
 
+const char *dc_variant(void)
+{
+	static char variant[32];
+	static bool read;
+	char line[1024];
+	FILE *f;
+
+	if (read)
+		return variant;
+	read = true;
+	f = fopen("/proc/cmdline", "r");
+	if (f) {
+		if (fgets(line, sizeof(line), f)) {
+			const char *v = strstr(line, "variant=");
+
+			if (v)
+				sscanf(v + 8, "%31[a-z]", variant);
+		}
+		fclose(f);
+	}
+	return variant;
+}
+
 bool dc_rust_kernel(void)
 {
 	FILE *f = fopen("/proc/kallsyms", "r");
-	char line[512], variant[32] = "";
+	const char *variant = dc_variant();
+	char line[512];
 	bool rust = false;
 	size_t lines = 0;
 
@@ -722,16 +746,6 @@ bool dc_rust_kernel(void)
 		exit(1);
 	}
 	/* And the guest's variant=, where given, must agree. */
-	f = fopen("/proc/cmdline", "r");
-	if (f) {
-		if (fgets(line, sizeof(line), f)) {
-			const char *v = strstr(line, "variant=");
-
-			if (v)
-				sscanf(v + 8, "%31[a-z]", variant);
-		}
-		fclose(f);
-	}
 	if ((!strcmp(variant, "c") && rust) || (!strcmp(variant, "rust") && !rust)) {
 		printf("Bail out! variant=%s on the command line, but perf_callchain_rust is %s\n",
 		       variant, rust ? "present" : "absent");

@@ -250,7 +250,16 @@ bool dc_ip_frameless(uint64_t ip, uint64_t start, uint64_t size);
 
 /* ---- which kernel; the Rust kernel's unwind tables (debugfs) ---- */
 
-/* Is this the Rust kernel (perf_callchain_rust in /proc/kallsyms)? */
+/*
+ * The guest's variant= on /proc/cmdline without its -debug suffix ("c",
+ * "rust"), or "" if there is none.
+ */
+const char *dc_variant(void);
+
+/*
+ * Is this the Rust kernel (perf_callchain_rust in /proc/kallsyms)?  Exits
+ * the test if that cannot be told or contradicts dc_variant().
+ */
 bool dc_rust_kernel(void);
 
 #define DC_UW_DIR	"/sys/kernel/debug/unwind_user"

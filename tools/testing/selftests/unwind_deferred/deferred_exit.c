@@ -361,20 +361,7 @@ static uint64_t last_cookie(const struct dc_log *log, uint32_t tid)
 /* Is this the upstream C kernel (the guest's variant=c or c-debug)? */
 static bool c_kernel(void)
 {
-	static int c = -1;
-	char line[1024] = "";
-	FILE *f;
-
-	if (c < 0) {
-		f = fopen("/proc/cmdline", "r");
-		if (f) {
-			if (!fgets(line, sizeof(line), f))
-				line[0] = '\0';
-			fclose(f);
-		}
-		c = strstr(line, "variant=c") != NULL;
-	}
-	return c;
+	return !strcmp(dc_variant(), "c");
 }
 
 /*

@@ -1381,18 +1381,9 @@ static bool detect_rust(const char **how)
 			      "kallsyms: perf_unwind_deferred_callback";
 		return rust;
 	}
-	f = fopen("/proc/cmdline", "r");
-	if (f) {
-		if (fgets(line, sizeof(line), f)) {
-			char *v = strstr(line, "variant=");
-
-			if (v && !strncmp(v + 8, "rust", 4)) {
-				*how = "cmdline variant=rust";
-				fclose(f);
-				return true;
-			}
-		}
-		fclose(f);
+	if (!strcmp(dc_variant(), "rust")) {
+		*how = "cmdline variant=rust";
+		return true;
 	}
 	*how = "cmdline (not rust)";
 	return false;

@@ -848,21 +848,6 @@ static int cmdline_int(const char *key, int def)
 	return def;
 }
 
-static bool cmdline_variant_c(void)
-{
-	char buf[4096], *p;
-	FILE *f = fopen("/proc/cmdline", "r");
-	size_t n;
-
-	if (!f)
-		return false;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	p = strstr(buf, " variant=");
-	return p && p[9] == 'c' && (p[10] == ' ' || p[10] == '-' || p[10] == '\n' || !p[10]);
-}
-
 /* ---- kmalloc-4k ---- */
 
 static long k4k_read(const char **src)
@@ -1084,7 +1069,7 @@ int main(int argc, char **argv)
 	if (dc_syms_load() || !(leaf_addr = dc_sym_addr("workload_leaf", &leaf_size)))
 		ksft_exit_fail_msg("cannot read own symbol table\n");
 	dc_kallsyms_load();
-	is_c = cmdline_variant_c();
+	is_c = !strcmp(dc_variant(), "c");
 	dur_s = cmdline_int("stress_s", DEFAULT_S);
 	if (getenv("STRESS_S"))
 		dur_s = atoi(getenv("STRESS_S"));

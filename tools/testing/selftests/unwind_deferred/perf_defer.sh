@@ -113,28 +113,25 @@ check_mode() {
 	perf script -i "$D/perf.data" --no-inline --no-merge-callchains \
 		-F comm,tid,event,ip,sym >"$D/unmerged.txt" 2>/dev/null
 	awk -v comm="$comm" -v exit_re="$exit_re" -v tp="$TP:" '
-	function flush(  ex) {
+	function flush(  ours, ex) {
 		if (!blk) return
+		ours = comm == "" || c == comm
 		if (isrec) {
 			rec[tid " " ck] = 1
 			drec_all++
-			if (comm == "" || c == comm) {
+			if (ours) {
 				drec++
 				recs[drec] = tid " " ck
-			}
-		} else if (ev == tp) {
-			# exit_group() entered: the cookie of the last entry of the task.
-			samples_all++
-			if (ck != "") used[tid " " ck] = 1
-			if (comm == "" || c == comm) {
-				ntp++
-				tpkey[ntp] = tid " " ck
-				if (ck != "") exitck[tid " " ck] = 1
 			}
 		} else {
 			samples_all++
 			if (ck != "") used[tid " " ck] = 1
-			if (comm == "" || c == comm) {
+			if (ours && ev == tp) {
+				# exit_group() entered: the cookie of the last entry of the task.
+				ntp++
+				tpkey[ntp] = tid " " ck
+				if (ck != "") exitck[tid " " ck] = 1
+			} else if (ours) {
 				ex = body ~ exit_re
 				nq++
 				qtid[nq] = tid
