@@ -10,3 +10,22 @@
 mod logic;
 
 pub use logic::*;
+
+extern crate alloc;
+
+/// The host's storage of compiled rows: a `Vec` (the kernel uses `KVec`).
+impl<T> logic::rows::Store<T> for alloc::vec::Vec<T> {
+    fn items(&self) -> &[T] {
+        self
+    }
+    fn items_mut(&mut self) -> &mut [T] {
+        self
+    }
+    fn push(&mut self, v: T) -> bool {
+        alloc::vec::Vec::push(self, v);
+        true
+    }
+    fn truncate(&mut self, n: usize) {
+        alloc::vec::Vec::truncate(self, n)
+    }
+}

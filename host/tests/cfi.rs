@@ -1204,13 +1204,14 @@ fn bounds() {
     assert!(row1(v, 0).is_ok());
     // Read budget.
     let (mut mem, _) = Obj::new(W8).fde(CODE, 0x10, vec![]).build();
-    let mut r = Reader::with_budget(&mut mem, 3);
+    let mut r = Reader::with_limit(&mut mem, 3);
     let f = frame(CODE, STACK, Some(1));
     assert_eq!(
         cfi::step_with(&mut r, HDR, W8, &f),
         Err(Refusal::Bound(Bound::Reads))
     );
-    assert_eq!(r.reads(), MAX_READS);
+    assert_eq!(r.reads(), 3);
+    assert!(r.exhausted());
 }
 
 #[test]

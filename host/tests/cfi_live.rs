@@ -15,6 +15,7 @@ use std::ffi::{c_int, c_void};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use unwind_logic::cfi::{self, Frame, Step, UserBytes};
+use unwind_logic::rows::{FdeEntry, Found, ObjectRows, PackedRow};
 use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, WordSize};
 use unwind_logic::{elf, walk_cases};
 
@@ -58,15 +59,20 @@ impl UserMemory for SelfMem {
     }
 }
 
+/// Compiled rows of an object, as the kernel keeps them.
+type Rows = ObjectRows<Vec<FdeEntry>, Vec<PackedRow>>;
+
 /// The kernel's way of finding an object's tables, over
 /// `/proc/self/maps`: the mapping of the pc, the same file's mapping of
 /// offset 0 (the ELF header), `elf::locate` and `cfi::read_hdr` there;
-/// remembered per mapping, as the kernel remembers them per walk.
+/// remembered per mapping with the object's compiled rows, as the kernel
+/// remembers them per mm.
 struct MapsTables {
     maps: Vec<(u64, u64, u64, String)>,
-    mem: SelfMem,
-    memo: Vec<(u64, u64, Option<cfi::Hdr>)>,
+    memo: Vec<(u64, u64, Option<cfi::Hdr>, Rows)>,
     lookups: u32,
+    /// FDEs compiled (lookups that missed the rows).
+    compiled: u32,
 }
 
 impl MapsTables {
@@ -87,36 +93,50 @@ impl MapsTables {
             .collect();
         MapsTables {
             maps,
-            mem: SelfMem(File::open("/proc/self/mem").unwrap()),
             memo: Vec::new(),
             lookups: 0,
+            compiled: 0,
         }
     }
 }
 
 impl Tables for MapsTables {
-    fn find(&mut self, pc: u64) -> Option<cfi::Hdr> {
-        if let Some(m) = self.memo.iter().find(|m| m.0 <= pc && pc < m.1) {
-            return m.2;
-        }
-        self.lookups += 1;
-        let &(start, end, _, ref name) = self.maps.iter().find(|m| m.0 <= pc && pc < m.1)?;
-        let base = if name == "[vdso]" {
-            Some(start)
-        } else if name.starts_with('/') {
-            self.maps
-                .iter()
-                .find(|m| m.3 == *name && m.2 == 0)
-                .map(|m| m.0)
-        } else {
-            None
+    fn row<M: UserBytes>(
+        &mut self,
+        r: &mut cfi::Reader<'_, M>,
+        pc: u64,
+        ws: WordSize,
+    ) -> Option<Result<Found, cfi::Cause>> {
+        let i = match self.memo.iter().position(|m| m.0 <= pc && pc < m.1) {
+            Some(i) => i,
+            None => {
+                self.lookups += 1;
+                let &(start, end, _, ref name) =
+                    self.maps.iter().find(|m| m.0 <= pc && pc < m.1)?;
+                let base = if name == "[vdso]" {
+                    Some(start)
+                } else if name.starts_with('/') {
+                    self.maps
+                        .iter()
+                        .find(|m| m.3 == *name && m.2 == 0)
+                        .map(|m| m.0)
+                } else {
+                    None
+                };
+                let hdr = base
+                    .and_then(|b| elf::locate(r.mem(), b, ws))
+                    .and_then(|a| cfi::read_hdr(r, a, ws).ok());
+                self.memo.push((start, end, hdr, Rows::default()));
+                self.memo.len() - 1
+            }
         };
-        let mem = &mut self.mem;
-        let hdr = base
-            .and_then(|b| elf::locate(mem, b, WordSize::W8))
-            .and_then(|a| cfi::read_hdr(&mut cfi::Reader::new(mem), a, WordSize::W8).ok());
-        self.memo.push((start, end, hdr));
-        hdr
+        let m = &mut self.memo[i];
+        let hdr = m.2?;
+        if let Some(found) = m.3.lookup(pc) {
+            return Some(Ok(found));
+        }
+        self.compiled += 1;
+        Some(m.3.fill(r, &hdr, ws, pc).map_err(|e| e.cause()))
     }
 }
 
@@ -345,5 +365,22 @@ fn walk_tables_own_stack_like_libgcc() {
         t.lookups <= t.memo.len() as u32 && t.lookups < 6,
         "{}",
         t.lookups
+    );
+    // A second walk from the same place compiles nothing: every row is
+    // remembered, and the walk reads the stack only (one or two words a
+    // frame).
+    let compiled = t.compiled;
+    let (again, stop2, stats2, mut theirs2) = recurse_walk(std::hint::black_box(12), &mut t);
+    if theirs2.last() == Some(&0) {
+        theirs2.pop();
+    }
+    assert_eq!(stop2, Stop::EndOfStack);
+    assert_eq!(again[1..], theirs2[1..]);
+    assert_eq!(t.compiled, compiled, "second walk compiled FDEs again");
+    assert!(
+        stats2.reads <= 2 * stats2.table_frames,
+        "{} reads for {} frames",
+        stats2.reads,
+        stats2.table_frames
     );
 }

@@ -60,7 +60,7 @@
 //! pieces of [`step_with`], for a caller that caches a parsed [`Hdr`] per
 //! object; [`Refusal::cause`] indexes counters ([`Cause::NAMES`]).
 
-use super::walk::WordSize;
+use super::word::WordSize;
 
 /// Bytes fetched per read of a CIE or FDE (the read buffer on the stack).
 pub const WINDOW: usize = 128;
@@ -132,8 +132,11 @@ pub enum Where {
 /// Which bound was exceeded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bound {
-    /// [`MAX_READS`].
+    /// [`MAX_READS`], or the reads left of a walk's budget.
     Reads,
+    /// Memory for compiled rows could not be had, or an FDE is too large
+    /// to compile ([`super::rows`]).
+    Memory,
     /// [`MAX_PROBES`].
     Probes,
     /// [`MAX_ENTRY_LEN`].
@@ -249,6 +252,24 @@ impl Cause {
     /// Number of causes: the size of a counter array indexed by
     /// `cause as usize`.
     pub const COUNT: usize = 15;
+    /// The causes, indexed by `cause as usize`.
+    pub const ALL: [Cause; Cause::COUNT] = [
+        Cause::NoTable,
+        Cause::NoFde,
+        Cause::Fault,
+        Cause::Malformed,
+        Cause::Encoding,
+        Cause::Augmentation,
+        Cause::Opcode,
+        Cause::RaColumn,
+        Cause::RaRule,
+        Cause::FpRule,
+        Cause::CfaRegister,
+        Cause::CfaExpression,
+        Cause::FpUnknown,
+        Cause::CfaNotAbove,
+        Cause::Bound,
+    ];
     /// Names, indexed by `cause as usize`.
     pub const NAMES: [&'static str; Cause::COUNT] = [
         "no_table",
@@ -333,45 +354,60 @@ impl Arch {
     }
 }
 
-/// Reduce `v` to the width of `ws`.
-#[inline]
-fn wrap(ws: WordSize, v: u64) -> u64 {
-    match ws {
-        WordSize::W8 => v,
-        WordSize::W4 => v & 0xffff_ffff,
-    }
-}
-
-/// User memory with a budget of [`MAX_READS`] reads.
+/// User memory with a limit on the number of reads.
 pub struct Reader<'a, M: UserBytes> {
     mem: &'a mut M,
     reads: u32,
+    limit: u32,
 }
 
 impl<'a, M: UserBytes> Reader<'a, M> {
-    /// A reader with a full budget.
+    /// A reader that may do [`MAX_READS`] reads (one step's bound).
     pub fn new(mem: &'a mut M) -> Self {
-        Reader { mem, reads: 0 }
+        Self::with_limit(mem, MAX_READS)
     }
 
-    /// A reader that may do only `budget` (at most [`MAX_READS`]) more
-    /// reads: a walk can share one budget among its steps by passing the
-    /// reader of one step on to the next.
-    pub fn with_budget(mem: &'a mut M, budget: u32) -> Self {
+    /// A reader that may do `limit` reads: a walk gives each step, each
+    /// compilation of an FDE and each object lookup what is left of its
+    /// budget, and charges what [`Reader::reads`] says was used.
+    pub fn with_limit(mem: &'a mut M, limit: u32) -> Self {
         Reader {
             mem,
-            reads: MAX_READS.saturating_sub(budget),
+            reads: 0,
+            limit,
         }
     }
 
-    /// Reads done so far (counting the budget withheld by
-    /// [`Reader::with_budget`]).
+    /// Reads done so far.
     pub fn reads(&self) -> u32 {
         self.reads
     }
 
+    /// Whether the limit is reached.
+    #[inline]
+    pub fn exhausted(&self) -> bool {
+        self.reads >= self.limit
+    }
+
+    /// The memory read, for a reader of another shape (an object lookup
+    /// that reads ELF headers) sharing the budget.
+    pub fn mem(&mut self) -> &mut M {
+        self.mem
+    }
+
+    /// Charge `n` reads done through [`Reader::mem`]; `false` (and the
+    /// limit reached) if that is more than what was left.
+    pub fn charge(&mut self, n: u32) -> bool {
+        self.reads = self.reads.saturating_add(n);
+        if self.reads > self.limit {
+            self.reads = self.limit;
+            return false;
+        }
+        true
+    }
+
     fn read(&mut self, addr: u64, buf: &mut [u8], at: Where) -> Res<()> {
-        if self.reads >= MAX_READS {
+        if self.reads >= self.limit {
             return Err(Refusal::Bound(Bound::Reads));
         }
         self.reads = self.reads.saturating_add(1);
@@ -590,7 +626,7 @@ fn read_encoded<M: UserBytes>(
         return Err(Refusal::UnsupportedEncoding(at, enc));
     }
     let v = read_format(c, r, enc, ws)?;
-    Ok(wrap(ws, base.wrapping_add(v)))
+    Ok(ws.wrap(base.wrapping_add(v)))
 }
 
 /// A parsed `.eh_frame_hdr` (what a per-object cache could keep).
@@ -830,10 +866,10 @@ pub fn read_fde<M: UserBytes>(
 
     // The rest of the FDE.
     let pc_begin = read_encoded(&mut c, r, ptr_enc, ws, None)?;
-    let range = wrap(ws, read_format(&mut c, r, ptr_enc, ws)?);
+    let range = ws.wrap(read_format(&mut c, r, ptr_enc, ws)?);
     let pc_end = pc_begin
         .checked_add(range)
-        .filter(|&e| wrap(ws, e) == e)
+        .filter(|&e| ws.wrap(e) == e)
         .ok_or(Refusal::Malformed(Where::Fde))?;
     if has_z {
         let len = c.uleb(r)?;
@@ -1065,8 +1101,16 @@ fn reg16(reg: u64) -> u16 {
     u16::try_from(reg).unwrap_or(u16::MAX)
 }
 
+/// Receives the rows of an FDE from [`compile`].
+pub trait RowSink {
+    /// The rules in effect from `loc` up to the next row's `loc` (or the
+    /// FDE's end); `Err`: every pc from `loc` to the FDE's end is refused.
+    /// An error returned stops the compilation with it.
+    fn row(&mut self, loc: u64, row: Res<Row>) -> Res<()>;
+}
+
 /// The interpreter's state.
-struct Interp {
+struct Interp<'s> {
     arch: Arch,
     ws: WordSize,
     code_align: u64,
@@ -1080,9 +1124,11 @@ struct Interp {
     loc: u64,
     target: u64,
     ops: u32,
+    /// [`compile`]: where each row goes as the location advances.
+    sink: Option<&'s mut dyn RowSink>,
 }
 
-impl Interp {
+impl Interp<'_> {
     fn set(&mut self, reg: u64, rule: Rule) {
         if reg == self.ra_reg {
             self.row.ra = rule;
@@ -1114,7 +1160,7 @@ impl Interp {
         let loc = self
             .loc
             .checked_add(d)
-            .filter(|&l| wrap(self.ws, l) == l)
+            .filter(|&l| self.ws.wrap(l) == l)
             .ok_or(Refusal::Malformed(Where::Instructions))?;
         self.move_to(loc)
     }
@@ -1122,6 +1168,11 @@ impl Interp {
     fn move_to(&mut self, loc: u64) -> Res<bool> {
         if loc > self.target {
             return Ok(false);
+        }
+        if loc > self.loc {
+            if let Some(sink) = self.sink.as_deref_mut() {
+                sink.row(self.loc, Ok(self.row))?;
+            }
         }
         self.loc = loc;
         Ok(true)
@@ -1346,33 +1397,92 @@ impl Interp {
 /// The rules in effect at `pc` by `fde` (which must cover `pc`).  The row
 /// may hold rules a step cannot use: see [`Row::check`].
 pub fn row_at<M: UserBytes>(r: &mut Reader<'_, M>, fde: &Fde, ws: WordSize, pc: u64) -> Res<Row> {
-    let arch = Arch::of(ws);
-    if fde.ra_reg != arch.ra {
-        return Err(Refusal::UnsupportedRaColumn);
-    }
     if pc < fde.pc_begin || pc >= fde.pc_end {
         return Err(Refusal::NoFde);
     }
-    let mut it = Interp {
-        arch,
-        ws,
-        code_align: fde.code_align,
-        data_align: fde.data_align,
-        ra_reg: fde.ra_reg,
-        ptr_enc: fde.ptr_enc,
-        row: Row::INITIAL,
-        initial: Row::INITIAL,
-        stack: [Row::INITIAL; MAX_STATE_DEPTH],
-        depth: 0,
-        loc: fde.pc_begin,
-        target: pc,
-        ops: 0,
-    };
+    let mut it = Interp::start(fde, ws, pc, None)?;
     it.run(r, fde.cie_insns.0, fde.cie_insns.1, true)?;
     it.initial = it.row;
     it.depth = 0;
     it.run(r, fde.insns.0, fde.insns.1, false)?;
     Ok(it.row)
+}
+
+impl<'s> Interp<'s> {
+    fn start(fde: &Fde, ws: WordSize, target: u64, sink: Option<&'s mut dyn RowSink>) -> Res<Self> {
+        let arch = Arch::of(ws);
+        if fde.ra_reg != arch.ra {
+            return Err(Refusal::UnsupportedRaColumn);
+        }
+        Ok(Interp {
+            arch,
+            ws,
+            code_align: fde.code_align,
+            data_align: fde.data_align,
+            ra_reg: fde.ra_reg,
+            ptr_enc: fde.ptr_enc,
+            row: Row::INITIAL,
+            initial: Row::INITIAL,
+            stack: [Row::INITIAL; MAX_STATE_DEPTH],
+            depth: 0,
+            loc: fde.pc_begin,
+            target,
+            ops: 0,
+            sink,
+        })
+    }
+}
+
+/// Whether a refusal depends on the moment, not on the tables: a fault
+/// (the page may be there next time) or a read bound (the walk's budget
+/// was low).  Such an outcome must not be remembered.
+pub fn transient(refusal: Refusal) -> bool {
+    matches!(
+        refusal,
+        Refusal::Fault(_) | Refusal::Bound(Bound::Reads) | Refusal::Bound(Bound::Memory)
+    )
+}
+
+/// Every row of `fde`, in order of location, into `sink`: the interpreter
+/// run once over the CIE's and the FDE's instructions, giving the row in
+/// effect at each location where the rules change.  The rows are exactly
+/// what [`row_at`] gives for each pc of the FDE: a row from `loc` holds
+/// for the pcs from `loc` to the next row's `loc`, and a refusal from
+/// `loc` is what [`row_at`] answers for every pc from `loc` on (the
+/// instruction it stops at is run for all of them).  A [`transient`]
+/// refusal, or an error of `sink`, is returned instead: nothing about the
+/// FDE may be remembered then.
+pub fn compile<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    fde: &Fde,
+    ws: WordSize,
+    sink: &mut dyn RowSink,
+) -> Res<()> {
+    if fde.pc_end <= fde.pc_begin {
+        return Ok(());
+    }
+    let target = fde.pc_end - 1;
+    let res = match Interp::start(fde, ws, target, Some(&mut *sink)) {
+        Ok(mut it) => {
+            let res = it
+                .run(r, fde.cie_insns.0, fde.cie_insns.1, true)
+                .and_then(|()| {
+                    it.initial = it.row;
+                    it.depth = 0;
+                    it.run(r, fde.insns.0, fde.insns.1, false)
+                });
+            match res {
+                Ok(()) => Ok((it.loc, it.row)),
+                Err(e) => Err((it.loc, e)),
+            }
+        }
+        Err(e) => Err((fde.pc_begin, e)),
+    };
+    match res {
+        Ok((loc, row)) => sink.row(loc, Ok(row)),
+        Err((_, e)) if transient(e) => Err(e),
+        Err((loc, e)) => sink.row(loc, Err(e)),
+    }
 }
 
 /// Compute the caller's frame from `row` (the rules at `frame`'s pc).
@@ -1422,7 +1532,7 @@ pub fn apply<M: UserBytes>(
         }
         Cfa::Expression => None,
     }
-    .filter(|&cfa| cfa > frame.sp && wrap(ws, cfa) == cfa)
+    .filter(|&cfa| cfa > frame.sp && ws.wrap(cfa) == cfa)
     .ok_or(Refusal::CfaNotAbove)?;
     let at = |off: i32| {
         cfa.checked_add_signed(i64::from(off))
@@ -1435,7 +1545,7 @@ pub fn apply<M: UserBytes>(
     };
     let fp = match row.fp {
         Rule::Offset(off) => Some(r.word(at(off)?, ws, Where::Stack)?),
-        Rule::ValOffset(off) => Some(wrap(ws, at(off)?)),
+        Rule::ValOffset(off) => Some(ws.wrap(at(off)?)),
         Rule::AtFp(off) => match frame.fp.map(|fp| fp.checked_add_signed(i64::from(off))) {
             Some(Some(at)) => Some(r.word(at, ws, Where::Stack)?),
             Some(None) => return Err(Refusal::Fault(Where::Stack)),

@@ -17,7 +17,7 @@
 //! panics, and does at most `2 + MAX_PHDRS` reads.
 
 use super::cfi::UserBytes;
-use super::walk::WordSize;
+use super::word::WordSize;
 
 /// Program headers looked at, at most.
 pub const MAX_PHDRS: u16 = 64;

@@ -14,7 +14,9 @@ pub mod cfi;
 pub mod cookie;
 pub mod elf;
 pub mod mask;
+pub mod rows;
 pub mod walk;
+pub mod word;
 // Test data: on the host (where no kernel configuration is set) and in a
 // kernel with the KUnit tests, not in a production kernel.
 #[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]

@@ -31,36 +31,10 @@
 //! tables ([`super::cfi`]) tried first at every frame, and the
 //! frame-pointer step as the fallback.
 
-use super::cfi;
+use super::cfi::{self, Cause, Reader};
+use super::rows::{CfaRule, FpRule, Found, PackedRow};
 
-/// Word size of the user context being walked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WordSize {
-    /// A 64-bit task.
-    W8,
-    /// A compat (32-bit) task.
-    W4,
-}
-
-impl WordSize {
-    /// Size in bytes.
-    #[inline]
-    pub const fn bytes(self) -> u64 {
-        match self {
-            WordSize::W8 => 8,
-            WordSize::W4 => 4,
-        }
-    }
-
-    /// Reduce an address to the width of this word size.
-    #[inline]
-    const fn wrap(self, v: u64) -> u64 {
-        match self {
-            WordSize::W8 => v,
-            WordSize::W4 => v & 0xffff_ffff,
-        }
-    }
-}
+pub use super::word::WordSize;
 
 /// Where to find a frame's CFA, return address and saved frame pointer:
 /// the arch's `struct unwind_user_frame`.  The kernel takes the rules from
@@ -382,15 +356,24 @@ fn fill(
     Ok(())
 }
 
-/// The unwind tables of the objects a walk by tables meets.
+/// The unwind tables of the objects a walk by tables meets, compiled
+/// ([`super::rows`]).
 pub trait Tables {
-    /// The parsed `.eh_frame_hdr` of the object that maps `pc`, or `None`
-    /// if no object with usable tables maps it.
-    fn find(&mut self, pc: u64) -> Option<cfi::Hdr>;
+    /// The compiled row for `pc` and whether its FDE is a signal frame's;
+    /// `None` if no object with usable tables maps `pc`, the cause if the
+    /// tables give no usable row for it.  Every user read it does (object
+    /// lookups, compiling an FDE) goes through `r`, the walk's reader, and
+    /// counts against the walk's budget.
+    fn row<M: cfi::UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        pc: u64,
+        ws: WordSize,
+    ) -> Option<Result<Found, Cause>>;
 }
 
-/// Reads of user memory that all the table steps of one walk may do
-/// together (a step may do at most [`cfi::MAX_READS`]); after that the
+/// Reads of user memory that one walk by tables may do in all (object
+/// lookups, compiling FDEs, the table steps' stack reads); after that the
 /// walk goes on by frame pointers.
 pub const MAX_TABLE_READS: u32 = 16 * 1024;
 
@@ -406,23 +389,19 @@ pub struct TableStats {
     pub no_tables: u32,
     /// Steps refused by the tables, by [`cfi::Cause`].
     pub refused: [u32; cfi::Cause::COUNT],
-    /// User reads done by the table steps.
+    /// User reads done by the walk's table work (lookups, compiling, the
+    /// table steps' stack reads).
     pub reads: u32,
     /// The walk used up [`MAX_TABLE_READS`].
     pub budget_exhausted: bool,
 }
 
-/// Rules remembered by a walk by tables, by pc: a pc met again (a
-/// recursion, a loop of calls) costs the stack reads of [`cfi::apply`]
-/// only, not the search, the FDE and CIE and the instructions again.
-const ROW_MEMO: usize = 8;
-
-/// A remembered outcome of [`cfi::rules_in`] for `pc` (the pc the rules
-/// are looked up at, `ip - 1` for a return address).
-#[derive(Clone, Copy)]
-struct RowMemo {
-    pc: u64,
-    rules: Result<(cfi::Row, bool), cfi::Refusal>,
+impl TableStats {
+    fn refuse(&mut self, cause: Cause) {
+        if let Some(n) = self.refused.get_mut(cause as usize) {
+            *n = n.saturating_add(1);
+        }
+    }
 }
 
 /// The frame a walk by tables is at, beyond [`Walk`].
@@ -432,10 +411,6 @@ struct TableFrame {
     /// The ip is a return address: the rules of `ip - 1` apply.  False for
     /// the interrupted frame and the frame a signal frame returns to.
     ip_is_ra: bool,
-    /// Reads left of [`MAX_TABLE_READS`].
-    budget: u32,
-    /// The rules of the pcs met, by `pc % ROW_MEMO`.
-    rows: [Option<RowMemo>; ROW_MEMO],
 }
 
 /// Walk the user stack from `regs` into `out` as [`walk`] does, but step
@@ -461,43 +436,51 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
     let mut t = TableFrame {
         fp_known: true,
         ip_is_ra: false,
-        budget: MAX_TABLE_READS,
-        rows: [None; ROW_MEMO],
     };
+    let mut r = Reader::with_limit(mem, MAX_TABLE_READS);
     let last = out.len().saturating_sub(1);
+    let mut res = (0, Stop::Full);
     for (nr, slot) in out.iter_mut().enumerate() {
         *slot = w.ip();
         if nr == last {
-            return (nr + 1, Stop::Full);
+            res = (nr + 1, Stop::Full);
+            break;
         }
-        match table_step(&mut w, &mut t, mem, tables, stats) {
+        match table_step(&mut w, &mut t, &mut r, tables, stats) {
             Some(Ok(())) => continue,
-            Some(Err(stop)) => return (nr + 1, stop),
+            Some(Err(stop)) => {
+                res = (nr + 1, stop);
+                break;
+            }
             None => {}
         }
         if !t.fp_known {
-            return (nr + 1, Stop::FpUnknown);
+            res = (nr + 1, Stop::FpUnknown);
+            break;
         }
-        if let Err(stop) = w.next(mem) {
-            return (nr + 1, stop);
+        if let Err(stop) = w.next(r.mem()) {
+            res = (nr + 1, stop);
+            break;
         }
         stats.fp_frames = stats.fp_frames.saturating_add(1);
         t.ip_is_ra = true;
     }
-    (0, Stop::Full)
+    stats.reads = r.reads();
+    res
 }
 
 /// One step of [`walk_tables`] by the tables: `None` if there are none
 /// for the frame or they refuse it (then the caller tries the frame
 /// pointer), else the step's outcome.
+#[inline]
 fn table_step<M: UserMemory + cfi::UserBytes>(
     w: &mut Walk,
     t: &mut TableFrame,
-    mem: &mut M,
+    r: &mut Reader<'_, M>,
     tables: &mut impl Tables,
     stats: &mut TableStats,
 ) -> Option<Result<(), Stop>> {
-    if t.budget == 0 {
+    if r.exhausted() {
         stats.budget_exhausted = true;
         return None;
     }
@@ -506,69 +489,115 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
     } else {
         w.ip
     };
-    let slot = (pc % ROW_MEMO as u64) as usize;
-    let known = t
-        .rows
-        .get(slot)
-        .copied()
-        .flatten()
-        .filter(|m| m.pc == pc)
-        .map(|m| m.rules);
-    let hdr = match known {
-        Some(_) => None,
-        None => match tables.find(pc) {
-            Some(hdr) => Some(hdr),
-            None => {
-                stats.no_tables = stats.no_tables.saturating_add(1);
-                return None;
-            }
-        },
-    };
-    let frame = cfi::Frame {
-        ip: w.ip,
-        sp: w.sp,
-        fp: t.fp_known.then_some(w.fp),
-        ip_is_return_address: t.ip_is_ra,
-    };
-    let give = t.budget.min(cfi::MAX_READS);
-    let mut r = cfi::Reader::with_budget(mem, give);
-    let rules = match (known, hdr) {
-        (Some(rules), _) => rules,
-        (None, Some(hdr)) => {
-            let rules = cfi::rules_in(&mut r, &hdr, w.ws, &frame);
-            if let Some(m) = t.rows.get_mut(slot) {
-                *m = Some(RowMemo { pc, rules });
-            }
-            rules
+    let (row, signal) = match tables.row(r, pc, w.ws) {
+        None => {
+            stats.no_tables = stats.no_tables.saturating_add(1);
+            return None;
         }
-        (None, None) => return None,
+        Some(Err(cause)) => {
+            stats.refuse(cause);
+            return None;
+        }
+        Some(Ok(found)) => found,
     };
-    let res = rules.and_then(|(row, signal)| cfi::apply(&mut r, &row, w.ws, &frame, signal));
-    let used = r.reads().saturating_sub(cfi::MAX_READS - give);
-    t.budget = t.budget.saturating_sub(used);
-    stats.reads = stats.reads.saturating_add(used);
-    match res {
-        Ok(cfi::Step::Caller(f)) => {
-            if f.ip >= w.user_limit {
+    match apply_row(w, t.fp_known, r, &row) {
+        Ok(Some((ip, sp, fp))) => {
+            if ip >= w.user_limit {
                 return Some(Err(Stop::NotUser));
             }
-            w.ip = f.ip;
-            w.sp = f.sp;
-            if let Some(fp) = f.fp {
+            w.ip = ip;
+            w.sp = sp;
+            if let Some(fp) = fp {
                 w.fp = fp;
             }
             w.topmost = false;
-            t.fp_known = f.fp.is_some();
-            t.ip_is_ra = f.ip_is_return_address;
+            t.fp_known = fp.is_some();
+            t.ip_is_ra = !signal;
             stats.table_frames = stats.table_frames.saturating_add(1);
             Some(Ok(()))
         }
-        Ok(cfi::Step::EndOfStack) => Some(Err(Stop::EndOfStack)),
-        Err(refusal) => {
-            if let Some(n) = stats.refused.get_mut(refusal.cause() as usize) {
-                *n = n.saturating_add(1);
-            }
+        Ok(None) => Some(Err(Stop::EndOfStack)),
+        Err(cause) => {
+            stats.refuse(cause);
             None
         }
     }
+}
+
+/// The caller's ip, CFA and frame pointer (`None`: unknown) by a compiled
+/// row, or `None` at the end of the stack: what [`cfi::apply`] computes
+/// from the row it was packed from (the host tests compare the two), or
+/// the cause of a refusal (a stack read over the budget is
+/// [`Cause::Bound`]), with
+/// the usual frame's two words read in one user access.
+#[inline]
+fn apply_row<M: UserMemory + cfi::UserBytes>(
+    w: &Walk,
+    fp_known: bool,
+    r: &mut Reader<'_, M>,
+    row: &PackedRow,
+) -> Result<Option<(u64, u64, Option<u64>)>, Cause> {
+    let ws = w.ws;
+    let fault = Cause::Fault;
+    let fp = fp_known.then_some(w.fp);
+    let word = |r: &mut Reader<'_, M>, at: Option<u64>| -> Result<u64, Cause> {
+        let at = at.ok_or(fault)?;
+        if !r.charge(1) {
+            return Err(Cause::Bound);
+        }
+        r.mem().read_word(at, ws).ok_or(fault)
+    };
+    let cfa = match row.cfa_rule() {
+        Some(CfaRule::Sp(off)) => w.sp.checked_add_signed(i64::from(off)),
+        Some(CfaRule::Fp(off)) => fp
+            .ok_or(Cause::FpUnknown)?
+            .checked_add_signed(i64::from(off)),
+        Some(CfaRule::Plt(p)) => {
+            let extra = if w.ip & 15 >= u64::from(p.threshold) {
+                1u64 << (p.shift & 7)
+            } else {
+                0
+            };
+            w.sp.checked_add_signed(i64::from(p.sp_off))
+                .and_then(|v| v.checked_add(extra))
+        }
+        Some(CfaRule::DerefFp(off)) => {
+            let at = fp
+                .ok_or(Cause::FpUnknown)?
+                .checked_add_signed(i64::from(off));
+            Some(word(r, at)?)
+        }
+        None => return Err(row.refusal().unwrap_or(Cause::Malformed)),
+    }
+    .filter(|&cfa| cfa > w.sp && ws.wrap(cfa) == cfa)
+    .ok_or(Cause::CfaNotAbove)?;
+    let at = |off: i16| cfa.checked_add_signed(i64::from(off));
+    let Some(ra_off) = row.ra_rule() else {
+        return Ok(None);
+    };
+    let fp_rule = row.fp_rule();
+    // The usual frame: the saved frame pointer just below the return
+    // address, both read at once.
+    if let FpRule::At(fp_off) = fp_rule {
+        if i64::from(fp_off) + ws.bytes() as i64 == i64::from(ra_off) {
+            let at = at(fp_off).ok_or(fault)?;
+            if !r.charge(2) {
+                return Err(Cause::Bound);
+            }
+            let (fp, ra) = r.mem().read_pair(at, ws).ok_or(fault)?;
+            return Ok(Some((ra, cfa, Some(fp))));
+        }
+    }
+    let ra = word(r, at(ra_off))?;
+    let fp = match fp_rule {
+        FpRule::At(off) => Some(word(r, at(off))?),
+        FpRule::Val(off) => Some(ws.wrap(at(off).ok_or(fault)?)),
+        FpRule::AtFp(off) => match fp {
+            Some(fp) => Some(word(r, fp.checked_add_signed(i64::from(off)))?),
+            None => None,
+        },
+        FpRule::Undefined => None,
+        FpRule::Keep => fp,
+    };
+    Ok(Some((ra, cfa, fp)))
 }

@@ -10,7 +10,8 @@
 //! module is compiled on the host and, in the kernel, only into a kernel
 //! with the KUnit tests (`CONFIG_UNWIND_USER_RUST_KUNIT_TEST`).
 
-use crate::logic::cfi::{Hdr, UserBytes};
+use crate::logic::cfi::{Cause, Reader, UserBytes};
+use crate::logic::rows::Found;
 use crate::logic::walk::{
     walk, walk_tables, FrameRule, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize,
 };
@@ -73,21 +74,20 @@ impl UserBytes for CaseMemory<'_> {
     }
 }
 
-/// Tables that cover no pc: every object "has" a search table with no
-/// entries, so every table step is refused (`no_fde`, without a read) and
+/// Tables that cover no pc: every object "has" tables without an FDE
+/// for it, so every table step is refused (`no_fde`, without a read) and
 /// [`walk_tables`] goes on by frame pointers.
 #[derive(Clone, Copy, Debug)]
 pub struct EmptyTables;
 
 impl Tables for EmptyTables {
-    fn find(&mut self, _pc: u64) -> Option<Hdr> {
-        Some(Hdr {
-            addr: 0,
-            eh_frame: 0,
-            table: 0,
-            count: 0,
-            table_enc: 0x3b,
-        })
+    fn row<M: UserBytes>(
+        &mut self,
+        _r: &mut Reader<'_, M>,
+        _pc: u64,
+        _ws: WordSize,
+    ) -> Option<Result<Found, Cause>> {
+        Some(Err(Cause::NoFde))
     }
 }
 

@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Compiled unwind rows: the call-frame information of an object run
+//! through the interpreter ([`super::cfi`]) once per FDE, kept as a sorted
+//! table of small fixed-size rows, so that a step of a walk is a lookup in
+//! kernel memory and one or two reads of the stack.
+//!
+//! This is the shape ORC gives the kernel's own unwinder and SFrame gives
+//! user space: the DWARF interpreter does not run per sample.  It runs when
+//! a walk first meets a pc of an FDE ([`ObjectRows::fill`]): the
+//! `.eh_frame_hdr` search finds the FDE, [`cfi::compile`] gives every row
+//! of it, and they are appended to the object's rows; the FDE's pc range is
+//! inserted in the object's sorted index.  Every later pc of that FDE, in
+//! this walk or any later one, is [`ObjectRows::lookup`]: two binary
+//! searches in kernel memory, no user read.
+//!
+//! A row is [`PackedRow`], 16 bytes: the pc offset it starts at, the CFA
+//! rule (stack or frame pointer plus offset, the PLT pattern, or the word
+//! at frame pointer plus offset), where the return address is (or that it
+//! is undefined: the end of the stack), and the frame-pointer rule, all as
+//! [`cfi::Row::check`] accepts them; or a refusal with its [`Cause`].  A
+//! lookup answers exactly what [`cfi::rules_in`] followed by
+//! [`cfi::Row::check`] answers for the same pc (the host tests compare the
+//! two on every FDE of real objects), except for two documented bounds:
+//! an FDE covering more than 4 GiB is refused ([`Bound::Memory`], not
+//! remembered), and a return address or frame pointer saved further than
+//! 32 KiB from the CFA is a refused row ([`Cause::Bound`]).
+//!
+//! What is remembered is only what depends on the tables alone: a
+//! [`cfi::transient`] refusal (a fault, the read budget, no memory) is
+//! returned and nothing is stored, so the next walk tries again.  A pc no
+//! FDE covers is remembered as a one-byte range with a refused row
+//! ([`Cause::NoFde`]), so a frame without tables costs one search, once.
+//!
+//! The storage is the caller's ([`Store`]: the kernel's `KVec` with
+//! `GFP_KERNEL_ACCOUNT`, `Vec` on the host); the bounds here are per FDE
+//! ([`MAX_FDE_ROWS`], and the interpreter's own bounds); the caller bounds the whole
+//! (the kernel's per-mm cap).
+
+use super::cfi::{self, Bound, Cause, Cfa, Fde, Hdr, PltCfa, Reader, Refusal, Row, Rule, UserBytes};
+use super::word::WordSize;
+
+
+/// Rows of one FDE at most (each row needs an instruction, so
+/// [`cfi::MAX_OPS`] bounds them anyway).
+pub const MAX_FDE_ROWS: usize = cfi::MAX_OPS as usize;
+
+/// The CFA kinds of [`PackedRow::kind`] (bits 0-2).
+const CFA_REFUSED: u8 = 0;
+const CFA_SP: u8 = 1;
+const CFA_FP: u8 = 2;
+const CFA_PLT: u8 = 3;
+const CFA_DEREF_FP: u8 = 4;
+const CFA_MASK: u8 = 7;
+/// The return address is undefined (bit 3): the end of the stack.
+const RA_UNDEFINED: u8 = 8;
+/// The frame-pointer rules (bits 4-6).
+const FP_SHIFT: u8 = 4;
+const FP_KEEP: u8 = 0;
+const FP_AT: u8 = 1;
+const FP_VAL: u8 = 2;
+const FP_AT_FP: u8 = 3;
+const FP_UNDEFINED: u8 = 4;
+
+/// One compiled row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct PackedRow {
+    /// The first pc it holds for, as an offset from its FDE's first pc.
+    pub start: u32,
+    /// The CFA's offset (from the stack or frame pointer, or the PLT's
+    /// offset from the stack pointer, or where the CFA is saved from the
+    /// frame pointer).
+    pub cfa: i32,
+    /// Where the return address is saved, from the CFA.
+    pub ra: i16,
+    /// The frame pointer's offset (saved at CFA + it, or CFA + it itself,
+    /// or saved at the frame pointer + it).
+    pub fp: i16,
+    /// The kinds of the three rules.
+    kind: u8,
+    /// The PLT pattern's threshold (bits 0-3) and shift (4-6); for a
+    /// refused row, its [`Cause`].
+    aux: u8,
+    _pad: u16,
+}
+
+/// The rules of a [`PackedRow`], for a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CfaRule {
+    /// Stack pointer + offset.
+    Sp(i32),
+    /// Frame pointer + offset.
+    Fp(i32),
+    /// The PLT pattern.
+    Plt(PltCfa),
+    /// The word at the frame pointer + offset.
+    DerefFp(i32),
+}
+
+/// The frame-pointer rule of a [`PackedRow`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FpRule {
+    /// The caller's frame pointer is the current one.
+    Keep,
+    /// Saved at CFA + offset.
+    At(i16),
+    /// CFA + offset.
+    Val(i16),
+    /// Saved at the frame pointer + offset.
+    AtFp(i16),
+    /// Unknown in the caller.
+    Undefined,
+}
+
+impl PackedRow {
+    /// A refused row from `start`.
+    fn refused(start: u32, cause: Cause) -> Self {
+        PackedRow {
+            start,
+            aux: cause as u8,
+            ..Default::default()
+        }
+    }
+
+    /// Pack the outcome of the interpreter for the pcs from `start`,
+    /// checked as [`cfi::apply`] checks it.
+    pub fn pack(start: u32, row: Result<Row, Refusal>, arch: cfi::Arch) -> Self {
+        let row = match row.and_then(|row| row.check(arch).map(|()| row)) {
+            Ok(row) => row,
+            Err(e) => return Self::refused(start, e.cause()),
+        };
+        let (cfa_kind, cfa, aux) = match row.cfa {
+            Cfa::RegOffset(reg, off) if u64::from(reg) == arch.sp => (CFA_SP, off, 0),
+            Cfa::RegOffset(_, off) => (CFA_FP, off, 0),
+            Cfa::Plt(p) => (CFA_PLT, p.sp_off, (p.threshold & 15) | ((p.shift & 7) << 4)),
+            Cfa::DerefFp(off) => (CFA_DEREF_FP, off, 0),
+            // `check` refused it.
+            Cfa::Expression => return Self::refused(start, Cause::CfaExpression),
+        };
+        let (ra_kind, ra) = match row.ra {
+            Rule::Offset(off) => match i16::try_from(off) {
+                Ok(off) => (0, off),
+                Err(_) => return Self::refused(start, Cause::Bound),
+            },
+            _ => (RA_UNDEFINED, 0),
+        };
+        let small = |off: i32| i16::try_from(off).ok();
+        let (fp_kind, fp) = match row.fp {
+            Rule::Offset(off) => (FP_AT, small(off)),
+            Rule::ValOffset(off) => (FP_VAL, small(off)),
+            Rule::AtFp(off) => (FP_AT_FP, small(off)),
+            Rule::Undefined => (FP_UNDEFINED, Some(0)),
+            _ => (FP_KEEP, Some(0)),
+        };
+        let Some(fp) = fp else {
+            return Self::refused(start, Cause::Bound);
+        };
+        PackedRow {
+            start,
+            cfa,
+            ra,
+            fp,
+            kind: cfa_kind | ra_kind | (fp_kind << FP_SHIFT),
+            aux,
+            _pad: 0,
+        }
+    }
+
+    /// The refusal's cause, for a refused row.
+    #[inline]
+    pub fn refusal(&self) -> Option<Cause> {
+        if self.kind & CFA_MASK != CFA_REFUSED {
+            return None;
+        }
+        Some(
+            Cause::ALL
+                .get(usize::from(self.aux))
+                .copied()
+                .unwrap_or(Cause::Malformed),
+        )
+    }
+
+    /// The CFA rule (`None` for a refused row).
+    #[inline]
+    pub fn cfa_rule(&self) -> Option<CfaRule> {
+        Some(match self.kind & CFA_MASK {
+            CFA_SP => CfaRule::Sp(self.cfa),
+            CFA_FP => CfaRule::Fp(self.cfa),
+            CFA_PLT => CfaRule::Plt(PltCfa {
+                sp_off: self.cfa,
+                threshold: self.aux & 15,
+                shift: (self.aux >> 4) & 7,
+            }),
+            CFA_DEREF_FP => CfaRule::DerefFp(self.cfa),
+            _ => return None,
+        })
+    }
+
+    /// Where the return address is saved from the CFA; `None`: undefined.
+    #[inline]
+    pub fn ra_rule(&self) -> Option<i16> {
+        (self.kind & RA_UNDEFINED == 0).then_some(self.ra)
+    }
+
+    /// The frame-pointer rule.
+    #[inline]
+    pub fn fp_rule(&self) -> FpRule {
+        match (self.kind >> FP_SHIFT) & 7 {
+            FP_AT => FpRule::At(self.fp),
+            FP_VAL => FpRule::Val(self.fp),
+            FP_AT_FP => FpRule::AtFp(self.fp),
+            FP_UNDEFINED => FpRule::Undefined,
+            _ => FpRule::Keep,
+        }
+    }
+}
+
+/// The pc range of a compiled FDE and where its rows are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FdeEntry {
+    /// First pc covered.
+    pub begin: u64,
+    /// One past the last pc covered.
+    pub end: u64,
+    /// Index of its first row in the object's rows.
+    pub first: u32,
+    /// Its number of rows (at least 1).
+    pub count: u32,
+    /// A signal frame's FDE (CIE augmentation `S`).
+    pub signal: bool,
+}
+
+/// Growable storage of the caller's choice.  `push` may fail (no memory,
+/// or the caller's cap): then nothing is remembered.
+pub trait Store<T> {
+    /// The items.
+    fn items(&self) -> &[T];
+    /// The items, to reorder.
+    fn items_mut(&mut self) -> &mut [T];
+    /// Append `v`; `false` if there is no room.
+    fn push(&mut self, v: T) -> bool;
+    /// Keep the first `n` items.
+    fn truncate(&mut self, n: usize);
+}
+
+/// The compiled rows of one object: its FDEs met so far, sorted by first
+/// pc, and their rows.
+#[derive(Default)]
+pub struct ObjectRows<F, R> {
+    /// The FDEs compiled, sorted by `begin`.
+    pub fdes: F,
+    /// Their rows, each FDE's in order of `start`.
+    pub rows: R,
+}
+
+/// What a lookup found: the row and whether its FDE is a signal frame's.
+pub type Found = (PackedRow, bool);
+
+/// What [`ObjectRows::fill`] remembers for a pc.
+enum FdeOrNone {
+    /// The FDE that covers it, to compile.
+    Fde(Fde),
+    /// No usable FDE: the pc is refused for this reason.
+    None(u64, Refusal),
+}
+
+/// Collects an FDE's rows into a [`Store`].
+struct Collect<'a, R: Store<PackedRow>> {
+    rows: &'a mut R,
+    begin: u64,
+    arch: cfi::Arch,
+    count: usize,
+}
+
+impl<R: Store<PackedRow>> cfi::RowSink for Collect<'_, R> {
+    fn row(&mut self, loc: u64, row: Result<Row, Refusal>) -> Result<(), Refusal> {
+        let start = loc
+            .checked_sub(self.begin)
+            .and_then(|off| u32::try_from(off).ok())
+            .ok_or(Refusal::Bound(Bound::Memory))?;
+        let packed = PackedRow::pack(start, row, self.arch);
+        // Rows whose rules are the same as the previous one's add nothing.
+        let len = self.rows.items().len();
+        if self.count > 0 {
+            if let Some(prev) = self.rows.items().get(len.wrapping_sub(1)) {
+                if (PackedRow { start, ..*prev }) == packed {
+                    return Ok(());
+                }
+            }
+        }
+        if self.count >= MAX_FDE_ROWS || !self.rows.push(packed) {
+            return Err(Refusal::Bound(Bound::Memory));
+        }
+        self.count += 1;
+        Ok(())
+    }
+}
+
+impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
+    /// The compiled row for `pc`, if its FDE (or its absence) has been
+    /// compiled.
+    #[inline]
+    pub fn lookup(&self, pc: u64) -> Option<Found> {
+        let fdes = self.fdes.items();
+        let i = fdes.partition_point(|f| f.begin <= pc).checked_sub(1)?;
+        let f = fdes.get(i)?;
+        if pc >= f.end {
+            return None;
+        }
+        let first = f.first as usize;
+        let rows = self.rows.items().get(first..first.checked_add(f.count as usize)?)?;
+        // `pc - begin` fits: an FDE is compiled only if its range does.
+        let off = (pc - f.begin) as u32;
+        let j = rows.partition_point(|r| r.start <= off).checked_sub(1)?;
+        Some((*rows.get(j)?, f.signal))
+    }
+
+    /// Compile the FDE of `pc` by the object's `.eh_frame_hdr` `hdr` and
+    /// remember it; its row for `pc`.  A pc no FDE covers is remembered as
+    /// refused.  A [`cfi::transient`] refusal is returned and nothing is
+    /// remembered.
+    pub fn fill<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        hdr: &Hdr,
+        ws: WordSize,
+        pc: u64,
+    ) -> Result<Found, Refusal> {
+        let fde = cfi::search(r, hdr, ws, pc).and_then(|at| cfi::read_fde(r, hdr.eh_frame, at, ws));
+        let what = match fde {
+            Ok(fde) if fde.pc_begin <= pc && pc < fde.pc_end => FdeOrNone::Fde(fde),
+            // Remembered as a one-pc range.
+            Ok(_) => FdeOrNone::None(pc, Refusal::NoFde),
+            Err(e) if cfi::transient(e) => return Err(e),
+            Err(e) => FdeOrNone::None(pc, e),
+        };
+        self.insert(r, &what, ws)?;
+        self.lookup(pc).ok_or(Refusal::Bound(Bound::Memory))
+    }
+
+    /// Compile `fde` (or remember a pc as refused) and insert it.
+    fn insert<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        fde: &FdeOrNone,
+        ws: WordSize,
+    ) -> Result<(), Refusal> {
+        let first = self.rows.items().len();
+        let first32 = u32::try_from(first).map_err(|_| Refusal::Bound(Bound::Memory))?;
+        let arch = cfi::Arch::of(ws);
+        let (begin, end, signal) = match fde {
+            FdeOrNone::Fde(fde) => {
+                if fde.pc_end.wrapping_sub(fde.pc_begin) > u64::from(u32::MAX) {
+                    return Err(Refusal::Bound(Bound::Memory));
+                }
+                let mut sink = Collect {
+                    rows: &mut self.rows,
+                    begin: fde.pc_begin,
+                    arch,
+                    count: 0,
+                };
+                if let Err(e) = cfi::compile(r, fde, ws, &mut sink) {
+                    self.rows.truncate(first);
+                    return Err(e);
+                }
+                (fde.pc_begin, fde.pc_end, fde.signal_frame)
+            }
+            FdeOrNone::None(pc, refusal) => {
+                if !self.rows.push(PackedRow::refused(0, refusal.cause())) {
+                    return Err(Refusal::Bound(Bound::Memory));
+                }
+                (*pc, pc.saturating_add(1), false)
+            }
+        };
+        let count = self.rows.items().len() - first;
+        if count == 0 {
+            // An FDE with no pc: remember the pc as not covered.
+            return Err(Refusal::NoFde);
+        }
+        let entry = FdeEntry {
+            begin,
+            end,
+            first: first32,
+            count: count as u32,
+            signal,
+        };
+        if !self.fdes.push(entry) {
+            self.rows.truncate(first);
+            return Err(Refusal::Bound(Bound::Memory));
+        }
+        // Sorted insertion: the new entry moves down to its place.
+        let fdes = self.fdes.items_mut();
+        let before = fdes.len().saturating_sub(1);
+        let at = fdes
+            .get(..before)
+            .map_or(0, |old| old.partition_point(|f| f.begin <= begin));
+        if let Some(tail) = fdes.get_mut(at..) {
+            tail.rotate_right(1);
+        }
+        Ok(())
+    }
+
+    /// Bytes of the two stores' items.
+    pub fn bytes(&self) -> usize {
+        self.fdes.items().len() * core::mem::size_of::<FdeEntry>()
+            + self.rows.items().len() * core::mem::size_of::<PackedRow>()
+    }
+}
