@@ -6,6 +6,8 @@
  */
 #include <linux/debugfs.h>
 #include <linux/kstrtox.h>
+#include <linux/mmap_lock.h>
+#include <linux/mm_types.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/sched.h>
@@ -13,6 +15,7 @@
 #include <linux/sched/task_stack.h>
 #include <linux/seq_file.h>
 #include <linux/srcu.h>
+#include <linux/sysctl.h>
 #include <linux/unwind_user.h>
 #include <linux/unwind_user_rust.h>
 #include <asm/unwind_user_rust.h>
@@ -85,8 +88,10 @@ void unwind_user_visit_threads(unwind_thread_fn fn, void *data)
 }
 
 #ifdef CONFIG_UNWIND_USER_RUST_TABLES
-/* Deferred walks step by .eh_frame tables (tables.rs); off at boot. */
-bool unwind_user_tables __read_mostly;
+/* Deferred walks step by .eh_frame tables (tables.rs); on at boot. */
+bool unwind_user_tables __read_mostly = true;
+/* Compiled rows kept per mm, at most (tables.rs). */
+unsigned int unwind_user_tables_max_kb __read_mostly = 1024;
 
 static int __init unwind_user_tables_setup(char *s)
 {
@@ -94,6 +99,45 @@ static int __init unwind_user_tables_setup(char *s)
 }
 __setup("unwind_user_tables=", unwind_user_tables_setup);
 
+void *unwind_user_mm_install(struct mm_struct *mm, void *new)
+{
+	void *old = cmpxchg(&mm->unwind_user_tables, NULL, new);
+
+	return old ?: new;
+}
+
+bool unwind_user_mm_seq(struct mm_struct *mm, unsigned int *seq)
+{
+	return mmap_lock_speculate_try_begin(mm, seq);
+}
+
+#ifdef CONFIG_SYSCTL
+static const struct ctl_table unwind_user_sysctls[] = {
+	{
+		.procname	= "unwind_user_tables",
+		.data		= &unwind_user_tables,
+		.maxlen		= sizeof(bool),
+		.mode		= 0644,
+		.proc_handler	= proc_dobool,
+	},
+	{
+		.procname	= "unwind_user_tables_max_kb",
+		.data		= &unwind_user_tables_max_kb,
+		.maxlen		= sizeof(unsigned int),
+		.mode		= 0644,
+		.proc_handler	= proc_douintvec,
+	},
+};
+
+static int __init unwind_user_tables_sysctl(void)
+{
+	register_sysctl_init("kernel", unwind_user_sysctls);
+	return 0;
+}
+late_initcall(unwind_user_tables_sysctl);
+#endif
+
+#ifdef CONFIG_DEBUG_FS
 static int unwind_user_stats_show(struct seq_file *m, void *v)
 {
 	const char *name;
@@ -110,9 +154,9 @@ static int __init unwind_user_tables_debugfs(void)
 {
 	struct dentry *dir = debugfs_create_dir("unwind_user", NULL);
 
-	debugfs_create_bool("tables", 0600, dir, &unwind_user_tables);
 	debugfs_create_file("stats", 0400, dir, NULL, &unwind_user_stats_fops);
 	return 0;
 }
 late_initcall(unwind_user_tables_debugfs);
+#endif
 #endif

@@ -1,119 +1,408 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Unwind tables for the deferred walk (`CONFIG_UNWIND_USER_RUST_TABLES`):
-//! which object maps a pc, where its `.eh_frame_hdr` is, the switch and the
-//! counters.
+//! the compiled rows of the objects of an address space, kept per mm, the
+//! switches and the counters.
 //!
 //! Only the faultable walk (`unwind_user_faultable()`, in task_work) uses
-//! tables: finding an object takes the mmap lock, and the tables are read
-//! with `copy_from_user()`, which may fault pages in.  The walk itself and
-//! the table format are [`crate::logic::walk::walk_tables`] and
-//! [`crate::logic::cfi`], shared with the host tests.
+//! tables: finding an object takes the mmap lock, and compiling an FDE
+//! reads the tables with `copy_from_user()`, which may fault pages in.  The
+//! walk, the table format and the rows are [`crate::logic::walk`],
+//! [`crate::logic::cfi`] and [`crate::logic::rows`], shared with the host
+//! tests; this file is allocation, locking and invalidation.
 //!
-//! An object is found from the VMA of the pc: a file mapping's ELF header is
-//! at the start of the same file's mapping of offset 0, which lies
-//! `vm_pgoff` pages below (the ELF loader and the dynamic loader map every
-//! segment at its file offset plus one bias); the vDSO's is at its base
-//! (`mm->context.vdso`).  [`crate::logic::elf::locate`] reads the ELF and
-//! program headers there, from user memory, for `PT_GNU_EH_FRAME`.  Every
-//! byte comes from the task's memory, which the task controls: it is only
-//! ever parsed by the bounded, fault-tolerant logic.
+//! **The cache.**  Each mm that a table walk met has an [`MmTables`]
+//! (`mm->unwind_user_tables`, allocated at its first walk, freed by
+//! `__mmput()` through [`unwind_user_mm_exit`], so at exit and at exec,
+//! whose old mm goes the same way).  It holds, sorted by address, one
+//! [`Object`] per mapping that a walk met: its VMA range, the file it
+//! maps (a reference is held, so the file cannot be freed and another one
+//! take its address) and file offset, its parsed `.eh_frame_hdr` or none
+//! (anonymous memory, JIT code, no `PT_GNU_EH_FRAME`: remembered as
+//! such), and the rows compiled so far ([`ObjectRows`]).  Rows depend on
+//! the file's contents and its load bias only, so they stay right as long
+//! as the mapping is the same file at the same place.
 //!
-//! Lookups are remembered per walk, per mapping ([`MEMO`] of them): a
-//! stack passes through few objects, so a walk does one lookup per object
-//! it meets, not one per frame (the `lookups` counter against
-//! `table_frames` shows it).  Nothing is kept between walks, so nothing
-//! needs invalidating on munmap or exec.
+//! **Invalidation** by the mm's mmap sequence count
+//! (`mmap_lock_speculate_try_begin()`, the count that per-VMA locking and
+//! uprobes use; every mmap, munmap, mremap, mprotect, brk takes the mmap
+//! write lock and moves it).  A walk starts by comparing it with the count
+//! its cache was last validated at: equal, nothing changed and every
+//! object is used as it is; different (or write-locked now, or no per-VMA
+//! locking), the objects are checked again under the mmap read lock, each
+//! against the VMA now at its start (same range, same file, same offset),
+//! and those that differ are dropped with their rows.  So munmap, mremap,
+//! dlclose and a new object mapped at the same address all drop what no
+//! longer holds; the rows of unchanged objects survive malloc's mmaps.
 //!
-//! Off at boot unless `unwind_user_tables=1`; debugfs
-//! `unwind_user/tables` switches it, `unwind_user/stats` has the counters
-//! (`shim.c`).
+//! **Bounds.**  The rows of one mm are capped at
+//! `kernel.unwind_user_tables_max_kb` (sysctl, 1 MiB by default): a walk
+//! that needs to compile more drops all the mm's rows first (counted as an
+//! eviction) and starts again.  Allocations are `GFP_KERNEL_ACCOUNT`,
+//! charged to the process's memory cgroup.  A walk finds at most
+//! [`MAX_LOOKUPS`] new objects (each takes the mmap read lock and reads
+//! ELF headers), and every user read of a lookup or a compilation is
+//! charged to the walk's read budget.  Nothing transient (a fault, the
+//! budget, no memory) is remembered.  There is no shrinker: the cap bounds
+//! each mm, and the memory is the process's own, charged to it.
+//!
+//! **Concurrency.**  The cache's mutex is held for a whole walk: threads of
+//! one mm walk one after the other.  Lock order: the cache's mutex, then
+//! the mmap lock (object lookups, page faults); nothing takes them the
+//! other way round (`__mmput()` frees the cache when no task uses the mm,
+//! without the mutex).
+//!
+//! On at boot unless `unwind_user_tables=0`; sysctl
+//! `kernel.unwind_user_tables` switches it, debugfs `unwind_user/stats` has
+//! the counters (`shim.c`).
 
 use crate::logic::{
-    cfi::{self, Cause},
+    cfi::{self, Cause, Hdr, Reader, UserBytes},
     elf,
-    walk::{Stop, TableStats, Tables, WordSize},
+    rows::{FdeEntry, Found, ObjectRows, PackedRow, Store},
+    walk::{Stop, TableStats, Tables},
+    word::WordSize,
 };
-use crate::walk::CurrentUserMemory;
+use core::pin::Pin;
 use kernel::{
+    alloc::flags::GFP_KERNEL_ACCOUNT,
     bindings,
-    mm::MmWithUser,
+    fs::File,
+    mm::{MmWithUser, MmapReadGuard},
+    new_mutex,
     prelude::*,
-    sync::atomic::{Atomic, Relaxed},
+    sync::{
+        aref::ARef,
+        atomic::{Atomic, Relaxed},
+        lock::{mutex::MutexBackend, Guard},
+        Mutex,
+    },
 };
 
-/// Lookups remembered by a walk.
-pub(crate) const MEMO: usize = 4;
+/// New objects a walk may look up (mmap lock, ELF headers) at most.
+pub(crate) const MAX_LOOKUPS: u32 = 16;
 
 /// Whether deferred walks use tables now (`unwind_user_tables`).
 pub(crate) fn enabled() -> bool {
-    // SAFETY: A bool written by debugfs and the boot parameter; a racy
+    // SAFETY: A bool written by the sysctl and the boot parameter; a racy
     // read gives either value, as READ_ONCE() would.
     unsafe { core::ptr::read_volatile(&raw const bindings::unwind_user_tables) }
 }
 
-/// A remembered lookup: the VMA `[start, end)` and its object's parsed
-/// hdr, `None` if it has none.
-#[derive(Clone, Copy)]
-struct Memo {
-    start: u64,
-    end: u64,
-    hdr: Option<cfi::Hdr>,
+/// The per-mm cap, in bytes.
+fn cap() -> usize {
+    // SAFETY: As for `enabled`.
+    let kb = unsafe { core::ptr::read_volatile(&raw const bindings::unwind_user_tables_max_kb) };
+    (kb as usize).saturating_mul(1024)
 }
 
-/// The tables of the objects of current's address space, as one walk
-/// meets them.
+/// A `KVec` as the rows' [`Store`], charged to the memory cgroup.
+struct KStore<T>(KVec<T>);
+
+impl<T> Default for KStore<T> {
+    fn default() -> Self {
+        KStore(KVec::new())
+    }
+}
+
+impl<T> Store<T> for KStore<T> {
+    fn items(&self) -> &[T] {
+        &self.0
+    }
+    fn items_mut(&mut self) -> &mut [T] {
+        &mut self.0
+    }
+    fn push(&mut self, v: T) -> bool {
+        self.0.push(v, GFP_KERNEL_ACCOUNT).is_ok()
+    }
+    fn truncate(&mut self, n: usize) {
+        self.0.truncate(n)
+    }
+}
+
+type Rows = ObjectRows<KStore<FdeEntry>, KStore<PackedRow>>;
+
+/// A mapping a walk met, and the compiled rows of its object.
+struct Object {
+    start: u64,
+    end: u64,
+    /// The file mapped; `None` for anonymous memory and the vDSO.
+    file: Option<ARef<File>>,
+    pgoff: u64,
+    vdso: bool,
+    /// The object's tables; `None`: it has none (remembered).
+    hdr: Option<Hdr>,
+    rows: Rows,
+}
+
+impl Object {
+    /// Bytes allocated for its rows.
+    fn bytes(&self) -> usize {
+        self.rows.fdes.0.capacity() * core::mem::size_of::<FdeEntry>()
+            + self.rows.rows.0.capacity() * core::mem::size_of::<PackedRow>()
+    }
+
+    /// Whether the mapping at its start is still the one it was made from.
+    fn still_mapped(&self, mm: &MmWithUser, lock: &MmapReadGuard<'_>) -> bool {
+        let Some(vma) = usize::try_from(self.start)
+            .ok()
+            .and_then(|a| lock.vma_lookup(a))
+        else {
+            return false;
+        };
+        if vma.start() as u64 != self.start || vma.end() as u64 != self.end {
+            return false;
+        }
+        // SAFETY: The vma is valid and its fields stable while the mmap
+        // read lock is held.
+        let (file, pgoff) = unsafe { ((*vma.as_ptr()).vm_file, (*vma.as_ptr()).vm_pgoff) };
+        let same_file = match &self.file {
+            Some(f) => core::ptr::eq(file, f.as_ptr()),
+            None => file.is_null(),
+        };
+        same_file && pgoff as u64 == self.pgoff && is_vdso(mm, vma.start()) == self.vdso
+    }
+}
+
+/// Whether `start` is the vDSO's base in `mm`.
+fn is_vdso(mm: &MmWithUser, start: usize) -> bool {
+    // SAFETY: `context.vdso` is set at exec and stays while the mm is in
+    // use; reading it under the mmap lock is not a race.
+    let vdso = unsafe { (*mm.as_raw()).__bindgen_anon_1.context.vdso } as usize;
+    vdso == start
+}
+
+/// What the cache's mutex guards.
+struct Inner {
+    /// The mmap sequence count the objects were last validated at.
+    seq: Option<u32>,
+    /// The objects, sorted by start, not overlapping.
+    objects: KVec<Object>,
+    /// Bytes of rows of all objects.
+    bytes: usize,
+}
+
+impl Inner {
+    fn add_bytes(&mut self, before: usize, after: usize) {
+        self.bytes = self.bytes.saturating_sub(before).saturating_add(after);
+        gauge(before, after);
+    }
+
+    /// Drop the objects for which `keep` says no.
+    fn retain(&mut self, mut keep: impl FnMut(&Object) -> bool) {
+        let mut freed = 0;
+        self.objects.retain(|o| {
+            let k = keep(o);
+            if !k {
+                freed += o.bytes();
+            }
+            k
+        });
+        self.add_bytes(freed, 0);
+    }
+}
+
+/// The compiled rows of an mm.
+#[pin_data]
+pub(crate) struct MmTables {
+    #[pin]
+    inner: Mutex<Inner>,
+}
+
+/// `mm`'s cache, allocated at its first use; `None` if there is no memory.
+fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
+    // SAFETY: The field is written once from null by
+    // `unwind_user_mm_install()` (a cmpxchg) and cleared only when no task
+    // uses the mm; a racy read sees null or the installed cache.
+    let cur = unsafe { core::ptr::read_volatile(&raw const (*mm.as_raw()).unwind_user_tables) };
+    let cur = if cur.is_null() {
+        let new = KBox::pin_init(
+            pin_init!(MmTables {
+                inner <- new_mutex!(Inner {
+                    seq: None,
+                    objects: KVec::new(),
+                    bytes: 0,
+                }),
+            }),
+            GFP_KERNEL_ACCOUNT,
+        )
+        .ok()?;
+        // SAFETY: The box is only ever used pinned: through the pointer
+        // installed in the mm, and freed as a whole by
+        // `unwind_user_mm_exit()`.
+        let new = KBox::into_raw(unsafe { Pin::into_inner_unchecked(new) });
+        // SAFETY: `mm` is valid; the function installs `new` unless the
+        // field is already set, and returns what is installed.
+        let got = unsafe { bindings::unwind_user_mm_install(mm.as_raw(), new.cast()) };
+        if got != new.cast() {
+            // Another thread installed one first.
+            // SAFETY: `new` came from `KBox::into_raw` and was not installed.
+            drop(unsafe { KBox::from_raw(new) });
+        }
+        got
+    } else {
+        cur
+    };
+    // SAFETY: An installed cache lives until `__mmput()`, which cannot run
+    // while `mm` (current's, with a user count) is in use.
+    Some(unsafe { &*cur.cast::<MmTables>() })
+}
+
+/// Free `mm`'s compiled rows: called by `__mmput()` when no task uses `mm`
+/// any more, so nothing else can hold the cache.
+///
+/// # Safety
+///
+/// `mm` must be valid, and no walk may use its cache (no task uses it).
+#[no_mangle]
+pub unsafe extern "C" fn unwind_user_mm_exit(mm: *mut bindings::mm_struct) {
+    // SAFETY: `mm` is valid (caller's duty) and nobody else uses the field.
+    let p = unsafe { core::ptr::replace(&raw mut (*mm).unwind_user_tables, core::ptr::null_mut()) };
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: Installed by `mm_tables` from `KBox::into_raw`, and nobody
+    // else holds it (caller's duty).
+    let tables = unsafe { KBox::from_raw(p.cast::<MmTables>()) };
+    let mut inner = tables.inner.lock();
+    let bytes = inner.bytes;
+    inner.add_bytes(bytes, 0);
+}
+
+/// The rows of the objects of current's address space, as one walk uses
+/// them: the cache's mutex is held while it lives.
 pub(crate) struct TaskTables<'a> {
     mm: &'a MmWithUser,
-    ws: WordSize,
-    memo: [Option<Memo>; MEMO],
-    next: usize,
+    inner: Option<Guard<'a, Inner, MutexBackend>>,
+    /// The object of the last row found (a walk stays in one for several
+    /// frames).
+    last: usize,
     lookups: u32,
     no_object: u32,
     no_eh_frame: u32,
+    hits: u32,
+    misses: u32,
+    evictions: u32,
+    capped: u32,
+    revalidated: bool,
 }
 
 impl<'a> TaskTables<'a> {
-    /// The tables of `mm`, the address space of current, whose word size
-    /// is `ws`.
-    pub(crate) fn new(mm: &'a MmWithUser, ws: WordSize) -> Self {
-        TaskTables {
+    /// The tables of `mm`, the address space of current, checked against
+    /// its mappings.
+    pub(crate) fn new(mm: &'a MmWithUser) -> Self {
+        let mut t = TaskTables {
             mm,
-            ws,
-            memo: [None; MEMO],
-            next: 0,
+            inner: mm_tables(mm).map(|c| c.inner.lock()),
+            last: 0,
             lookups: 0,
             no_object: 0,
             no_eh_frame: 0,
-        }
+            hits: 0,
+            misses: 0,
+            evictions: 0,
+            capped: 0,
+            revalidated: false,
+        };
+        t.validate();
+        t
     }
 
-    /// The VMA of `pc` and where its object's ELF header is mapped, if it
-    /// is a file mapping or the vDSO; `None` if `pc` is not mapped.
-    fn object_of(&self, pc: usize) -> Option<(u64, u64, Option<u64>)> {
-        let mm = self.mm.mmap_read_lock();
-        let vma = mm.vma_lookup(pc)?;
-        let (start, end) = (vma.start(), vma.end());
-        // SAFETY: The vma is valid and its fields stable while the mmap
-        // read lock is held (the guard outlives this use).
-        let (file, pgoff) = unsafe { ((*vma.as_ptr()).vm_file, (*vma.as_ptr()).vm_pgoff) };
-        let base = if !file.is_null() {
-            pgoff
-                .checked_mul(bindings::PAGE_SIZE)
-                .and_then(|off| start.checked_sub(off))
-                .and_then(|base| {
-                    let first = mm.vma_lookup(base)?;
-                    // SAFETY: As above.
-                    let (f, o) = unsafe { ((*first.as_ptr()).vm_file, (*first.as_ptr()).vm_pgoff) };
-                    (first.start() == base && f == file && o == 0).then_some(base)
-                })
-        } else {
-            // SAFETY: `context.vdso` is set at exec and stays while the
-            // mm is in use; reading it under the mmap lock is not a race.
-            let vdso = unsafe { (*self.mm.as_raw()).__bindgen_anon_1.context.vdso } as usize;
-            (vdso == start).then_some(start)
+    /// Drop the objects whose mapping changed since the last walk.
+    fn validate(&mut self) {
+        let mm = self.mm;
+        let Some(g) = self.inner.as_mut() else {
+            return;
         };
-        Some((start as u64, end as u64, base.map(|b| b as u64)))
+        let mut seq = 0u32;
+        // SAFETY: `mm` is valid; the function reads its sequence count.
+        let stable = unsafe { bindings::unwind_user_mm_seq(mm.as_raw(), &mut seq) };
+        if stable && g.seq == Some(seq) {
+            return;
+        }
+        let lock = mm.mmap_read_lock();
+        if !g.objects.is_empty() {
+            self.revalidated = true;
+            g.retain(|o| o.still_mapped(mm, &lock));
+        }
+        // No writer while the read lock is held: the count is stable.
+        // SAFETY: As above.
+        let stable = unsafe { bindings::unwind_user_mm_seq(mm.as_raw(), &mut seq) };
+        g.seq = stable.then_some(seq);
+        drop(lock);
+    }
+
+    /// Look up the mapping of `pc` and add it; its index.
+    fn add_object<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        pc: u64,
+        ws: WordSize,
+    ) -> Option<usize> {
+        if self.lookups >= MAX_LOOKUPS {
+            self.capped = self.capped.saturating_add(1);
+            return None;
+        }
+        self.lookups += 1;
+        let mm = self.mm;
+        let (start, end, file, pgoff, base, vdso) = {
+            let lock = mm.mmap_read_lock();
+            let vma = lock.vma_lookup(usize::try_from(pc).ok()?)?;
+            let start = vma.start();
+            // SAFETY: The vma is valid and its fields stable while the
+            // mmap read lock is held.
+            let (f, pgoff) = unsafe { ((*vma.as_ptr()).vm_file, (*vma.as_ptr()).vm_pgoff) };
+            let vdso = f.is_null() && is_vdso(mm, start);
+            let (file, base) = if f.is_null() {
+                (None, vdso.then_some(start))
+            } else {
+                // SAFETY: `vm_file` is a valid file while the vma is; the
+                // reference taken keeps it valid after the lock.
+                let file: ARef<File> = unsafe { File::from_raw_file(f) }.into();
+                let base = pgoff
+                    .checked_mul(bindings::PAGE_SIZE)
+                    .and_then(|off| start.checked_sub(off))
+                    .and_then(|base| {
+                        let first = lock.vma_lookup(base)?;
+                        // SAFETY: As above.
+                        let (f0, o) =
+                            unsafe { ((*first.as_ptr()).vm_file, (*first.as_ptr()).vm_pgoff) };
+                        (first.start() == base && core::ptr::eq(f0, f) && o == 0).then_some(base)
+                    });
+                (Some(file), base)
+            };
+            (start as u64, vma.end() as u64, file, pgoff as u64, base, vdso)
+        };
+        let hdr = match base {
+            Some(base) => {
+                let hdr = elf::locate(r, base as u64, ws)
+                    .and_then(|at| cfi::read_hdr(r, at, ws).ok());
+                if hdr.is_none() {
+                    self.no_eh_frame = self.no_eh_frame.saturating_add(1);
+                }
+                hdr
+            }
+            None => {
+                self.no_object = self.no_object.saturating_add(1);
+                None
+            }
+        };
+        let g = self.inner.as_mut()?;
+        // What overlaps it is stale (the mappings changed during the walk).
+        g.retain(|o| o.end <= start || o.start >= end);
+        let at = g.objects.partition_point(|o| o.start < start);
+        g.objects.reserve(1, GFP_KERNEL_ACCOUNT).ok()?;
+        let object = Object {
+            start,
+            end,
+            file,
+            pgoff,
+            vdso,
+            hdr,
+            rows: Rows::default(),
+        };
+        g.objects.insert_within_capacity(at, object).ok()?;
+        Some(at)
     }
 
     /// Count this walk's outcome (`stats`, the lookups, how it ended).
@@ -134,6 +423,11 @@ impl<'a> TaskTables<'a> {
         add(BUDGET_EXHAUSTED, stats.budget_exhausted.into());
         add(END_OF_STACK, (stop == Stop::EndOfStack).into());
         add(FP_UNKNOWN, (stop == Stop::FpUnknown).into());
+        add(ROW_HITS, self.hits.into());
+        add(ROW_MISSES, self.misses.into());
+        add(EVICTIONS, self.evictions.into());
+        add(LOOKUPS_CAPPED, self.capped.into());
+        add(REVALIDATIONS, self.revalidated.into());
         for (i, &n) in stats.refused.iter().enumerate() {
             add(REFUSED + i, n.into());
         }
@@ -141,37 +435,57 @@ impl<'a> TaskTables<'a> {
 }
 
 impl Tables for TaskTables<'_> {
-    fn find(&mut self, pc: u64) -> Option<cfi::Hdr> {
-        if let Some(m) = self
-            .memo
-            .iter()
-            .flatten()
-            .find(|m| m.start <= pc && pc < m.end)
-        {
-            return m.hdr;
-        }
-        self.lookups = self.lookups.saturating_add(1);
-        let (start, end, base) = self.object_of(usize::try_from(pc).ok()?)?;
-        let hdr = match base {
-            Some(base) => {
-                let hdr = elf::locate(&mut CurrentUserMemory, base, self.ws).and_then(|at| {
-                    cfi::read_hdr(&mut cfi::Reader::new(&mut CurrentUserMemory), at, self.ws).ok()
-                });
-                if hdr.is_none() {
-                    self.no_eh_frame = self.no_eh_frame.saturating_add(1);
-                }
-                hdr
-            }
-            None => {
-                self.no_object = self.no_object.saturating_add(1);
-                None
-            }
+    fn row<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        pc: u64,
+        ws: WordSize,
+    ) -> Option<Result<Found, Cause>> {
+        let g = self.inner.as_ref()?;
+        let covers = |o: &Object| o.start <= pc && pc < o.end;
+        let known = match g.objects.get(self.last) {
+            Some(o) if covers(o) => Some(self.last),
+            _ => g
+                .objects
+                .partition_point(|o| o.start <= pc)
+                .checked_sub(1)
+                .filter(|&i| g.objects.get(i).is_some_and(covers)),
         };
-        if let Some(slot) = self.memo.get_mut(self.next) {
-            *slot = Some(Memo { start, end, hdr });
+        let i = match known {
+            Some(i) => i,
+            None => self.add_object(r, pc, ws)?,
+        };
+        self.last = i;
+        let g = self.inner.as_mut()?;
+        let o = g.objects.get(i)?;
+        let hdr = o.hdr?;
+        if let Some(found) = o.rows.lookup(pc) {
+            self.hits = self.hits.saturating_add(1);
+            return Some(Ok(found));
         }
-        self.next = (self.next + 1) % MEMO;
-        hdr
+        self.misses = self.misses.saturating_add(1);
+        if g.bytes >= cap() {
+            // Over the cap: drop every row of the mm and start again.
+            let freed = g.bytes;
+            for o in g.objects.iter_mut() {
+                o.rows = Rows::default();
+            }
+            g.add_bytes(freed, 0);
+            self.evictions = self.evictions.saturating_add(1);
+        }
+        let o = g.objects.get_mut(i)?;
+        let before = o.bytes();
+        let res = o.rows.fill(r, &hdr, ws, pc);
+        let after = o.bytes();
+        g.add_bytes(before, after);
+        Some(res.map_err(|e| e.cause()))
+    }
+}
+
+/// Keep the global count of cached bytes.
+fn gauge(before: usize, after: usize) {
+    if let Some(c) = STATS.get(CACHE_BYTES) {
+        c.add((after as u64).wrapping_sub(before as u64), Relaxed);
     }
 }
 
@@ -187,7 +501,13 @@ const NO_EH_FRAME: usize = 7;
 const BUDGET_EXHAUSTED: usize = 8;
 const END_OF_STACK: usize = 9;
 const FP_UNKNOWN: usize = 10;
-const REFUSED: usize = 11;
+const ROW_HITS: usize = 11;
+const ROW_MISSES: usize = 12;
+const EVICTIONS: usize = 13;
+const LOOKUPS_CAPPED: usize = 14;
+const REVALIDATIONS: usize = 15;
+const CACHE_BYTES: usize = 16;
+const REFUSED: usize = 17;
 const NR_STATS: usize = REFUSED + Cause::COUNT;
 
 /// The counters' names, as debugfs `unwind_user/stats` prints them.
@@ -203,6 +523,12 @@ const NAMES: [&CStr; NR_STATS] = [
     c"budget_exhausted",
     c"end_of_stack",
     c"fp_unknown",
+    c"row_hits",
+    c"row_misses",
+    c"evictions",
+    c"lookups_capped",
+    c"revalidations",
+    c"cache_bytes",
     // `refused_` + `Cause::NAMES`, in order (checked by KUnit).
     c"refused_no_table",
     c"refused_no_fde",

@@ -18,6 +18,7 @@
 struct srcu_struct;
 struct mutex;
 struct task_struct;
+struct mm_struct;
 
 /**
  * struct unwind_user_regs - where a user stack walk starts
@@ -60,8 +61,23 @@ extern struct mutex unwind_callback_mutex;
 #ifdef CONFIG_UNWIND_USER_RUST_TABLES
 /* Deferred walks step by the objects' .eh_frame tables (tables.rs). */
 extern bool unwind_user_tables;
+/* The per-mm cap of compiled rows, in KiB (sysctl). */
+extern unsigned int unwind_user_tables_max_kb;
 /* Rust: counter @i's name and *@val, NULL past the last. */
 const char *unwind_user_tables_stat(unsigned int i, u64 *val);
+/* Rust: free @mm's compiled rows (no task uses @mm any more). */
+void unwind_user_mm_exit(struct mm_struct *mm);
+static inline void unwind_user_mm_init(struct mm_struct *mm)
+{
+	mm->unwind_user_tables = NULL;
+}
+/* C, for Rust: install @new as @mm's rows unless there are some already. */
+void *unwind_user_mm_install(struct mm_struct *mm, void *new);
+/* C, for Rust: @mm's mmap sequence count in *@seq, false if write-locked. */
+bool unwind_user_mm_seq(struct mm_struct *mm, unsigned int *seq);
+#else
+static inline void unwind_user_mm_init(struct mm_struct *mm) { }
+static inline void unwind_user_mm_exit(struct mm_struct *mm) { }
 #endif
 
 /* Rust, called by perf: the callchain of a sample, NULL if empty. */

@@ -424,6 +424,14 @@ impl<'a, M: UserBytes> Reader<'a, M> {
     }
 }
 
+/// A reader is itself user memory whose reads count against its limit
+/// (for [`super::elf::locate`] sharing a walk's budget).
+impl<M: UserBytes> UserBytes for Reader<'_, M> {
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        self.read(addr, buf, Where::Hdr).ok()
+    }
+}
+
 /// A bounded region of user memory read front to back through a window.
 struct Cursor {
     pos: u64,

@@ -772,25 +772,25 @@ bool dc_tables_present(void)
 	if (!debugfs_mounted() &&
 	    mount("none", "/sys/kernel/debug", "debugfs", 0, NULL))
 		fprintf(stderr, "# mounting debugfs: %s\n", strerror(errno));
-	return access(DC_UW_DIR "/tables", F_OK) == 0;
+	return access(DC_TABLES_SYSCTL, F_OK) == 0;
 }
 
 int dc_tables_get(void)
 {
 	char c = 0;
-	int fd = open(DC_UW_DIR "/tables", O_RDONLY);
+	int fd = open(DC_TABLES_SYSCTL, O_RDONLY);
 
 	if (fd < 0)
 		return -1;
 	if (read(fd, &c, 1) != 1)
 		c = 0;
 	close(fd);
-	return c == 'Y' ? 1 : c == 'N' ? 0 : -1;
+	return c == '1' ? 1 : c == '0' ? 0 : -1;
 }
 
 int dc_tables_set(int on)
 {
-	int fd = open(DC_UW_DIR "/tables", O_WRONLY), ok;
+	int fd = open(DC_TABLES_SYSCTL, O_WRONLY), ok;
 
 	if (fd < 0)
 		return -errno;

@@ -263,8 +263,13 @@ const char *dc_variant(void);
 bool dc_rust_kernel(void);
 
 #define DC_UW_DIR	"/sys/kernel/debug/unwind_user"
+/* The tables switch (CONFIG_UNWIND_USER_RUST_TABLES; "1" or "0"). */
+#define DC_TABLES_SYSCTL	"/proc/sys/kernel/unwind_user_tables"
 
-/* Does the kernel have the tables switch?  Mounts debugfs if needed. */
+/*
+ * Does the kernel have the tables switch?  Mounts debugfs if needed (for
+ * the counters).
+ */
 bool dc_tables_present(void);
 /* The switch: 1 on, 0 off, -1 unreadable. */
 int dc_tables_get(void);

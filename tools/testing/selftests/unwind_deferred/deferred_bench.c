@@ -45,7 +45,7 @@
 #include "dc_util.h"
 
 #define DIR	"/sys/kernel/debug/unwind_deferred_bench"
-#define TABLES	"/sys/kernel/debug/unwind_user/tables"
+#define TABLES	"/proc/sys/kernel/unwind_user_tables"
 
 static int ctl = -1;
 static bool smoke = true;
@@ -332,8 +332,8 @@ static int memory_with_threads(int n, int round)
 
 /*
  * The deferred walk (unwind_user_faultable()) at depths 8, 64 and 256, by
- * frame pointers and, where the kernel has them (Rust, debugfs
- * unwind_user/tables), by the unwind tables of the same frames:
+ * frame pointers and, where the kernel has them (Rust, sysctl
+ * kernel.unwind_user_tables), by the unwind tables of the same frames:
  * "faultable tables=0|1 nr=...", or without "tables=" on a kernel that has
  * none.  The switch is put back as it was.
  */
@@ -341,10 +341,10 @@ static int faultable_walks(int iters, int *bad)
 {
 	static const int depths[] = { 8, 64, 256 };
 	int fd = open(TABLES, O_RDWR), n = 0;
-	char was = 'N';
+	char was = '0';
 
 	if (fd >= 0 && pread(fd, &was, 1, 0) != 1)
-		was = 'N';
+		was = '0';
 	for (int on = 0; on <= (fd >= 0); on++) {
 		if (fd >= 0 && pwrite(fd, on ? "1" : "0", 1, 0) != 1) {
 			ksft_print_msg("%s: %s\n", TABLES, strerror(errno));
@@ -358,7 +358,7 @@ static int faultable_walks(int iters, int *bad)
 		}
 	}
 	if (fd >= 0) {
-		if (pwrite(fd, was == 'Y' ? "1" : "0", 1, 0) != 1)
+		if (pwrite(fd, was == '1' ? "1" : "0", 1, 0) != 1)
 			*bad = 1;
 		close(fd);
 	}

@@ -19,7 +19,7 @@
  * one no_eh_frame for it).
  *
  * A per-task 10 kHz cpu-clock event with defer_callchain samples the
- * child.  With /sys/kernel/debug/unwind_user/tables present (the Rust
+ * child.  With /proc/sys/kernel/unwind_user_tables present (the Rust
  * kernel with table unwinding) it is switched on for the run and restored
  * at exit.  A record of a kernel entry (or user-mode sample) in the blob
  * starts at a pc in the blob.  Then:

@@ -2,7 +2,7 @@
 /*
  * Deferred user callchains of code built without frame pointers, unwound
  * by the objects' .eh_frame tables (the Rust unwinder's table mode,
- * /sys/kernel/debug/unwind_user/tables; task_work context only).
+ * sysctl kernel.unwind_user_tables; task_work context only).
  *
  * This program is built -O2 -fomit-frame-pointer (no frame pointer in our
  * code, none in glibc either), linked dynamically against glibc and
@@ -40,7 +40,7 @@
  * but for the child's start-up read() (dc_profile_child() waits for its
  * go in read(), which returns with the event enabled), known by its exact
  * chain read <- dc_profile_child <- measure <- ... and counted apart.
- * With /sys/kernel/debug/unwind_user/tables present (the Rust kernel
+ * With /proc/sys/kernel/unwind_user_tables present (the Rust kernel
  * with table unwinding), each workload runs with tables off, then on;
  * the original setting is restored at exit.  Asserted with tables on: at
  * least 99% of the leaf samples (of at least MIN_LEAF) merge to exactly

@@ -43,7 +43,10 @@ gzip -9 -c script.txt | base64
 echo "#### END perf-script.gz.b64"
 echo "---- code without frame pointers (frameless_workload: -O2"
 echo "---- -fomit-frame-pointer, dynamic glibc), perf record --call-graph fp,defer"
-TABLES=/sys/kernel/debug/unwind_user/tables
+TABLES=/proc/sys/kernel/unwind_user_tables
+# The counters are in debugfs.
+grep -q " /sys/kernel/debug debugfs " /proc/mounts ||
+	mount -t debugfs none /sys/kernel/debug 2>/dev/null
 if [ -w "$TABLES" ]; then modes="0 1"; was=$(cat "$TABLES"); else modes=none; fi
 for m in $modes; do
 	if [ "$m" = none ]; then
@@ -66,7 +69,7 @@ for m in $modes; do
 		"reaching _start: $(awk 'BEGIN { RS = "" } / _start / { n++ } END { print n + 0 }' frameless.txt)"
 done
 if [ "$modes" != none ]; then
-	[ "$was" = Y ] && echo 1 >"$TABLES" || echo 0 >"$TABLES"
-	echo "---- $(grep -E '^(walks|table_frames|fp_frames|lookups|end_of_stack) ' \
+	echo "$was" >"$TABLES"
+	echo "---- $(grep -E '^(walks|table_frames|fp_frames|lookups|row_hits|row_misses|cache_bytes|end_of_stack) ' \
 		/sys/kernel/debug/unwind_user/stats | tr '\n' ' ')"
 fi
