@@ -741,7 +741,7 @@ fn plt_pattern() {
         }))
     );
     // Other expressions are refused.
-    let other = vec![0x0f, 3, 0x77, 8, 0x06];
+    let other = vec![0x0f, 3, 0x73, 8, 0x06];
     assert_eq!(row1(other.clone(), 0).unwrap().cfa, Cfa::Expression);
     assert_eq!(
         step1(other, frame(CODE, STACK, Some(3)), &[]),

@@ -111,6 +111,7 @@ fn step_agrees(
     arch: Arch,
     pc: u64,
     row: &cfi::Row,
+    signal: bool,
 ) -> Result<(), String> {
     let sp = STACK + 0x1000;
     let fp = STACK + 0x2000;
@@ -135,19 +136,27 @@ fn step_agrees(
             Some(v) => v,
             None => return Ok(()),
         },
+        Cfa::DerefSp(o) => match stack_word(sp.wrapping_add(i64::from(o) as u64), ws) {
+            Some(v) => v,
+            None => return Ok(()),
+        },
         Cfa::Expression => unreachable!(),
     };
-    let expect = if cfa <= sp {
+    // A signal frame's saved stack pointer may be anywhere but sp.
+    let anywhere = matches!(row.cfa, Cfa::DerefSp(_)) && signal;
+    let expect = if (!anywhere && cfa <= sp) || cfa == sp || ws.wrap(cfa) != cfa {
         Err(Refusal::CfaNotAbove)
     } else {
         let ra = match row.ra {
             Rule::Offset(o) => stack_word(cfa.wrapping_add(i64::from(o) as u64), ws),
+            Rule::AtSp(o) => stack_word(sp.wrapping_add(i64::from(o) as u64), ws),
             _ => Some(0),
         };
         let cfp = match row.fp {
             Rule::Offset(o) => stack_word(cfa.wrapping_add(i64::from(o) as u64), ws).map(Some),
             Rule::ValOffset(o) => Some(Some(cfa.wrapping_add(i64::from(o) as u64))),
             Rule::AtFp(o) => stack_word(fp.wrapping_add(i64::from(o) as u64), ws).map(Some),
+            Rule::AtSp(o) => stack_word(sp.wrapping_add(i64::from(o) as u64), ws).map(Some),
             Rule::Undefined => Some(None),
             _ => Some(Some(fp)),
         };
@@ -260,20 +269,32 @@ fn check_object(path: &str) -> Result<Tally, String> {
                             match cfi::plt_pattern(&b, arch) {
                                 Some(p) => Cfa::Plt(p),
                                 None => cfi::fp_pattern(&b, arch, true)
-                                    .map_or(Cfa::Expression, Cfa::DerefFp),
+                                    .map(Cfa::DerefFp)
+                                    .or_else(|| cfi::sp_pattern(&b, arch, true).map(Cfa::DerefSp))
+                                    .unwrap_or(Cfa::Expression),
                             }
                         }
                     };
                     (
                         cfa,
-                        rule_of(&row.register(gimli::Register(arch.ra as u16))),
-                        match row.register(gimli::Register(arch.fp as u16)) {
+                        match row.register(gimli::Register(arch.ra as u16)) {
                             RegisterRule::Expression(e) => Some(
                                 e.get(&eh_frame)
                                     .ok()
-                                    .and_then(|e| cfi::fp_pattern(e.0.slice(), arch, false))
-                                    .map_or(Rule::Expression, Rule::AtFp),
+                                    .and_then(|e| cfi::sp_pattern(e.0.slice(), arch, false))
+                                    .map_or(Rule::Expression, Rule::AtSp),
                             ),
+                            r => rule_of(&r),
+                        },
+                        match row.register(gimli::Register(arch.fp as u16)) {
+                            RegisterRule::Expression(e) => Some({
+                                let b = e.get(&eh_frame).map(|e| e.0.slice().to_vec());
+                                let b = b.unwrap_or_default();
+                                cfi::fp_pattern(&b, arch, false)
+                                    .map(Rule::AtFp)
+                                    .or_else(|| cfi::sp_pattern(&b, arch, false).map(Rule::AtSp))
+                                    .unwrap_or(Rule::Expression)
+                            }),
                             r => rule_of(&r),
                         },
                     )
@@ -303,7 +324,15 @@ fn check_object(path: &str) -> Result<Tally, String> {
                         match row.check(arch) {
                             Ok(()) => {
                                 t.agreed += 1;
-                                match step_agrees(&mut image, hdr.address(), ws, arch, pc, &row) {
+                                match step_agrees(
+                                    &mut image,
+                                    hdr.address(),
+                                    ws,
+                                    arch,
+                                    pc,
+                                    &row,
+                                    fde.cie().is_signal_trampoline(),
+                                ) {
                                     Ok(()) => t.steps_agreed += 1,
                                     Err(m) => t.mismatches.push(m),
                                 }

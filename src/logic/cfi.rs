@@ -42,12 +42,15 @@
 //!
 //! The interpreter tracks three columns, the CFA, the return address and
 //! the frame pointer; the rules of other registers are parsed and ignored.
-//! Expressions are not evaluated; three fixed forms are recognised: the
-//! PLT's CFA ([`PltCfa`]), and GCC's stack-realigning (DRAP) frame, whose
-//! CFA is the word at the frame pointer + offset ([`Cfa::DerefFp`]) and
-//! whose frame pointer is saved at the frame pointer + offset
-//! ([`Rule::AtFp`]).  See [`Row::check`] and [`apply`] for what a step can
-//! use.
+//! Expressions are not evaluated; fixed forms are recognised: the PLT's
+//! CFA ([`PltCfa`]); GCC's stack-realigning (DRAP) frame, whose CFA is the
+//! word at the frame pointer + offset ([`Cfa::DerefFp`]) and whose frame
+//! pointer is saved at the frame pointer + offset ([`Rule::AtFp`]); and a
+//! signal frame's (glibc's `__restore_rt`, the i386 vDSO's sigreturn),
+//! whose CFA is the interrupted stack pointer saved at the stack pointer +
+//! offset ([`Cfa::DerefSp`]) and whose return address and frame pointer
+//! are saved at the stack pointer + offset ([`Rule::AtSp`]).  See
+//! [`Row::check`] and [`apply`] for what a step can use.
 //!
 //! Using it in a walk: give the first frame `ip_is_return_address: false`
 //! and feed each [`Step::Caller`] back as the next frame.  Its `sp` is the
@@ -919,6 +922,10 @@ pub enum Rule {
     /// `DW_OP_breg<fp> offset` (GCC's frame-pointer rule in a function that
     /// realigns its stack through a DRAP register, see [`Cfa::DerefFp`]).
     AtFp(i32),
+    /// Saved at the stack pointer + offset: the expression
+    /// `DW_OP_breg<sp> offset` (the registers a signal frame saved, see
+    /// [`Cfa::DerefSp`]).
+    AtSp(i32),
     /// Saved at an address computed by another expression.
     Expression,
     /// The value is computed by an expression.
@@ -954,6 +961,13 @@ pub enum Cfa {
     /// incoming stack pointer is kept in a DRAP register saved in the
     /// frame.
     DerefFp(i32),
+    /// The word at the stack pointer + offset: `DW_OP_breg<sp> offset;
+    /// DW_OP_deref`, a signal frame's CFA (glibc's `__restore_rt`, the
+    /// i386 vDSO's sigreturn): the interrupted context's stack pointer,
+    /// saved in the signal frame.  Its FDE is a signal frame's, and the
+    /// caller's stack may be anywhere (a handler on a `sigaltstack`), so
+    /// the CFA need only differ from the stack pointer.
+    DerefSp(i32),
     /// Another expression.
     Expression,
 }
@@ -987,7 +1001,7 @@ impl Row {
         match self.cfa {
             Cfa::RegOffset(reg, _) if u64::from(reg) == arch.sp || u64::from(reg) == arch.fp => {}
             Cfa::RegOffset(..) => return Err(Refusal::UnsupportedCfaRegister),
-            Cfa::Plt(_) | Cfa::DerefFp(_) => {}
+            Cfa::Plt(_) | Cfa::DerefFp(_) | Cfa::DerefSp(_) => {}
             Cfa::Expression => return Err(Refusal::CfaExpression),
         }
         let kind = |rule: Rule| match rule {
@@ -995,11 +1009,11 @@ impl Row {
             Rule::SameValue => RuleKind::SameValue,
             Rule::ValOffset(_) => RuleKind::ValOffset,
             Rule::Register(_) => RuleKind::Register,
-            Rule::Expression | Rule::AtFp(_) => RuleKind::Expression,
+            Rule::Expression | Rule::AtFp(_) | Rule::AtSp(_) => RuleKind::Expression,
             _ => RuleKind::ValExpression,
         };
         match self.ra {
-            Rule::Offset(_) | Rule::Undefined => {}
+            Rule::Offset(_) | Rule::Undefined | Rule::AtSp(_) => {}
             rule => return Err(Refusal::UnsupportedRule(Column::Ra, kind(rule))),
         }
         match self.fp {
@@ -1059,8 +1073,18 @@ fn breg(e: &[u8], reg: u64) -> Option<(i32, &[u8])> {
 /// Recognise `DW_OP_breg<fp> offset` in expression bytes `e`, followed by
 /// `DW_OP_deref` if `deref` (see [`Cfa::DerefFp`], [`Rule::AtFp`]).
 pub fn fp_pattern(e: &[u8], arch: Arch, deref: bool) -> Option<i32> {
+    reg_pattern(e, arch.fp, deref)
+}
+
+/// Recognise `DW_OP_breg<sp> offset` in expression bytes `e`, followed by
+/// `DW_OP_deref` if `deref` (see [`Cfa::DerefSp`], [`Rule::AtSp`]).
+pub fn sp_pattern(e: &[u8], arch: Arch, deref: bool) -> Option<i32> {
+    reg_pattern(e, arch.sp, deref)
+}
+
+fn reg_pattern(e: &[u8], reg: u64, deref: bool) -> Option<i32> {
     const DEREF: u8 = 0x06;
-    let (off, rest) = breg(e, arch.fp)?;
+    let (off, rest) = breg(e, reg)?;
     match (rest, deref) {
         ([], false) | ([DEREF], true) => Some(off),
         _ => None,
@@ -1347,6 +1371,7 @@ impl Interp<'_> {
                     Some(e) => plt_pattern(e, self.arch)
                         .map(Cfa::Plt)
                         .or_else(|| fp_pattern(e, self.arch, true).map(Cfa::DerefFp))
+                        .or_else(|| sp_pattern(e, self.arch, true).map(Cfa::DerefSp))
                         .unwrap_or(Cfa::Expression),
                     None => Cfa::Expression,
                 };
@@ -1359,11 +1384,17 @@ impl Interp<'_> {
                 } else {
                     Rule::ValExpression
                 };
-                if op == CFA_EXPRESSION && reg == self.arch.fp {
+                if op == CFA_EXPRESSION && (reg == self.arch.fp || reg == self.ra_reg) {
                     let e = c.expression(r, len)?;
                     let e = e.as_ref().and_then(|(e, n)| e.get(..*n));
-                    if let Some(off) = e.and_then(|e| fp_pattern(e, self.arch, false)) {
+                    let fp = reg == self.arch.fp;
+                    if let Some(off) = e
+                        .and_then(|e| fp_pattern(e, self.arch, false))
+                        .filter(|_| fp)
+                    {
                         rule = Rule::AtFp(off);
+                    } else if let Some(off) = e.and_then(|e| sp_pattern(e, self.arch, false)) {
+                        rule = Rule::AtSp(off);
                     }
                 } else {
                     c.skip(len)?;
@@ -1538,16 +1569,37 @@ pub fn apply<M: UserBytes>(
                 .ok_or(Refusal::Fault(Where::Stack))?;
             Some(r.word(at, ws, Where::Stack)?)
         }
+        Cfa::DerefSp(off) => {
+            let at = frame
+                .sp
+                .checked_add_signed(i64::from(off))
+                .ok_or(Refusal::Fault(Where::Stack))?;
+            Some(r.word(at, ws, Where::Stack)?)
+        }
         Cfa::Expression => None,
     }
-    .filter(|&cfa| cfa > frame.sp && ws.wrap(cfa) == cfa)
+    .filter(|&cfa| {
+        cfa_ok(
+            cfa,
+            frame.sp,
+            ws,
+            signal_frame && matches!(row.cfa, Cfa::DerefSp(_)),
+        )
+    })
     .ok_or(Refusal::CfaNotAbove)?;
+    let at_sp = |off: i32| {
+        frame
+            .sp
+            .checked_add_signed(i64::from(off))
+            .ok_or(Refusal::Fault(Where::Stack))
+    };
     let at = |off: i32| {
         cfa.checked_add_signed(i64::from(off))
             .ok_or(Refusal::Fault(Where::Stack))
     };
     let ip = match row.ra {
         Rule::Offset(off) => r.word(at(off)?, ws, Where::Stack)?,
+        Rule::AtSp(off) => r.word(at_sp(off)?, ws, Where::Stack)?,
         Rule::Undefined => return Ok(Step::EndOfStack),
         _ => return Err(Refusal::UnsupportedRule(Column::Ra, RuleKind::SameValue)),
     };
@@ -1559,6 +1611,7 @@ pub fn apply<M: UserBytes>(
             Some(None) => return Err(Refusal::Fault(Where::Stack)),
             None => None,
         },
+        Rule::AtSp(off) => Some(r.word(at_sp(off)?, ws, Where::Stack)?),
         Rule::Undefined => None,
         _ => frame.fp,
     };
@@ -1568,6 +1621,16 @@ pub fn apply<M: UserBytes>(
         fp,
         ip_is_return_address: !signal_frame,
     }))
+}
+
+/// Whether a step may go to `cfa` from stack pointer `sp`: strictly up the
+/// stack (so a walk always ends), within the word size; for a signal
+/// frame's saved stack pointer ([`Cfa::DerefSp`] in a signal frame's FDE)
+/// anywhere but `sp` itself, as a handler may run on another stack
+/// (`sigaltstack`): a walk is bounded by its output anyway.
+#[inline]
+pub fn cfa_ok(cfa: u64, sp: u64, ws: WordSize, signal_sp: bool) -> bool {
+    ws.wrap(cfa) == cfa && if signal_sp { cfa != sp } else { cfa > sp }
 }
 
 /// One unwind step from `frame` by the object whose `.eh_frame_hdr` is at

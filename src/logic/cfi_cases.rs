@@ -234,6 +234,17 @@ const PLT: &[u8] = &[
     0x0e, 16, 0x46, 0x0e, 24, 0x4a, 0x0f, 11, 0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24,
     0x22,
 ];
+/// glibc's x86-64 `__restore_rt` (a signal frame's CIE, "zRS"): CFA =
+/// *(rsp + 160) (`uc_mcontext.rsp`), rbp saved at rsp + 120, rip at
+/// rsp + 168.
+const RESTORE_RT: &[u8] = &[
+    0x0f, 4, 0x77, 0xa0, 0x01, 0x06, 0x10, 6, 3, 0x77, 0xf8, 0x00, 0x10, 16, 3, 0x77, 0xa8, 0x01,
+];
+/// A signal frame's CIE.
+const SIGNAL: CieOpts = CieOpts { signal: true };
+/// The interrupted context of the signal frame cases.
+const INT_IP: u64 = CODE + 0x777;
+const INT_FP: u64 = 0x7fff_7000;
 /// A return address.
 const RA: u64 = CODE + 0x1234;
 const W8: WordSize = WordSize::W8;
@@ -241,6 +252,60 @@ const W4: WordSize = WordSize::W4;
 
 /// The cases.
 pub const CASES: &[Case] = &[
+    Case {
+        name: "signal frame (__restore_rt): the interrupted context",
+        ws: W8,
+        image: image(W8, SIGNAL, &[], RESTORE_RT),
+        stack: &[
+            (SP + 160, SP + 0x800),
+            (SP + 120, INT_FP),
+            (SP + 168, INT_IP),
+        ],
+        frame: frame(CODE, SP, Some(FP)),
+        want: Ok(Step::Caller(Frame {
+            ip: INT_IP,
+            sp: SP + 0x800,
+            fp: Some(INT_FP),
+            ip_is_return_address: false,
+        })),
+    },
+    Case {
+        name: "signal frame on a sigaltstack: interrupted sp below",
+        ws: W8,
+        image: image(W8, SIGNAL, &[], RESTORE_RT),
+        stack: &[
+            (SP + 160, SP - 0x10_0000),
+            (SP + 120, INT_FP),
+            (SP + 168, INT_IP),
+        ],
+        frame: frame(CODE, SP, Some(FP)),
+        want: Ok(Step::Caller(Frame {
+            ip: INT_IP,
+            sp: SP - 0x10_0000,
+            fp: Some(INT_FP),
+            ip_is_return_address: false,
+        })),
+    },
+    Case {
+        name: "saved sp as CFA outside a signal frame: must be above",
+        ws: W8,
+        image: image(W8, PLAIN, &[], RESTORE_RT),
+        stack: &[
+            (SP + 160, SP - 0x10_0000),
+            (SP + 120, INT_FP),
+            (SP + 168, INT_IP),
+        ],
+        frame: frame(CODE, SP, Some(FP)),
+        want: Err(Refusal::CfaNotAbove),
+    },
+    Case {
+        name: "signal frame whose saved sp is sp: refused",
+        ws: W8,
+        image: image(W8, SIGNAL, &[], RESTORE_RT),
+        stack: &[(SP + 160, SP), (SP + 120, INT_FP), (SP + 168, INT_IP)],
+        frame: frame(CODE, SP, Some(FP)),
+        want: Err(Refusal::CfaNotAbove),
+    },
     Case {
         name: "function entry: CFA = sp + 8, fp kept",
         ws: W8,
@@ -350,7 +415,7 @@ pub const CASES: &[Case] = &[
     Case {
         name: "other CFA expression: refused",
         ws: W8,
-        image: image(W8, PLAIN, &[], &[0x0f, 3, 0x77, 8, 0x06]),
+        image: image(W8, PLAIN, &[], &[0x0f, 3, 0x73, 8, 0x06]),
         stack: &[],
         frame: frame(CODE, SP, Some(FP)),
         want: Err(Refusal::CfaExpression),

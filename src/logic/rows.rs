@@ -16,8 +16,9 @@
 //!
 //! A row is [`PackedRow`], 16 bytes: the pc offset it starts at, the CFA
 //! rule (stack or frame pointer plus offset, the PLT pattern, or the word
-//! at frame pointer plus offset), where the return address is (or that it
-//! is undefined: the end of the stack), and the frame-pointer rule, all as
+//! at frame or stack pointer plus offset), where the return address is (or
+//! that it is undefined: the end of the stack), and the frame-pointer
+//! rule, all as
 //! [`cfi::Row::check`] accepts them; or a refusal with its [`Cause`].  A
 //! lookup answers exactly what [`cfi::rules_in`] followed by
 //! [`cfi::Row::check`] answers for the same pc (the host tests compare the
@@ -37,9 +38,10 @@
 //! ([`MAX_FDE_ROWS`], and the interpreter's own bounds); the caller bounds the whole
 //! (the kernel's per-mm cap).
 
-use super::cfi::{self, Bound, Cause, Cfa, Fde, Hdr, PltCfa, Reader, Refusal, Row, Rule, UserBytes};
+use super::cfi::{
+    self, Bound, Cause, Cfa, Fde, Hdr, PltCfa, Reader, Refusal, Row, Rule, UserBytes,
+};
 use super::word::WordSize;
-
 
 /// Rows of one FDE at most (each row needs an instruction, so
 /// [`cfi::MAX_OPS`] bounds them anyway).
@@ -51,9 +53,12 @@ const CFA_SP: u8 = 1;
 const CFA_FP: u8 = 2;
 const CFA_PLT: u8 = 3;
 const CFA_DEREF_FP: u8 = 4;
+const CFA_DEREF_SP: u8 = 5;
 const CFA_MASK: u8 = 7;
 /// The return address is undefined (bit 3): the end of the stack.
 const RA_UNDEFINED: u8 = 8;
+/// The return address is saved at the stack pointer + `ra` (bit 7).
+const RA_AT_SP: u8 = 0x80;
 /// The frame-pointer rules (bits 4-6).
 const FP_SHIFT: u8 = 4;
 const FP_KEEP: u8 = 0;
@@ -61,6 +66,7 @@ const FP_AT: u8 = 1;
 const FP_VAL: u8 = 2;
 const FP_AT_FP: u8 = 3;
 const FP_UNDEFINED: u8 = 4;
+const FP_AT_SP: u8 = 5;
 
 /// One compiled row.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,6 +102,19 @@ pub enum CfaRule {
     Plt(PltCfa),
     /// The word at the frame pointer + offset.
     DerefFp(i32),
+    /// The word at the stack pointer + offset (a signal frame's).
+    DerefSp(i32),
+}
+
+/// The return-address rule of a [`PackedRow`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RaRule {
+    /// Saved at CFA + offset.
+    At(i16),
+    /// Saved at the stack pointer + offset (a signal frame's).
+    AtSp(i16),
+    /// Undefined: the end of the stack.
+    Undefined,
 }
 
 /// The frame-pointer rule of a [`PackedRow`].
@@ -109,6 +128,8 @@ pub enum FpRule {
     Val(i16),
     /// Saved at the frame pointer + offset.
     AtFp(i16),
+    /// Saved at the stack pointer + offset (a signal frame's).
+    AtSp(i16),
     /// Unknown in the caller.
     Undefined,
 }
@@ -135,21 +156,24 @@ impl PackedRow {
             Cfa::RegOffset(_, off) => (CFA_FP, off, 0),
             Cfa::Plt(p) => (CFA_PLT, p.sp_off, (p.threshold & 15) | ((p.shift & 7) << 4)),
             Cfa::DerefFp(off) => (CFA_DEREF_FP, off, 0),
+            Cfa::DerefSp(off) => (CFA_DEREF_SP, off, 0),
             // `check` refused it.
             Cfa::Expression => return Self::refused(start, Cause::CfaExpression),
         };
-        let (ra_kind, ra) = match row.ra {
-            Rule::Offset(off) => match i16::try_from(off) {
-                Ok(off) => (0, off),
-                Err(_) => return Self::refused(start, Cause::Bound),
-            },
-            _ => (RA_UNDEFINED, 0),
-        };
         let small = |off: i32| i16::try_from(off).ok();
+        let (ra_kind, ra) = match row.ra {
+            Rule::Offset(off) => (0, small(off)),
+            Rule::AtSp(off) => (RA_AT_SP, small(off)),
+            _ => (RA_UNDEFINED, Some(0)),
+        };
+        let Some(ra) = ra else {
+            return Self::refused(start, Cause::Bound);
+        };
         let (fp_kind, fp) = match row.fp {
             Rule::Offset(off) => (FP_AT, small(off)),
             Rule::ValOffset(off) => (FP_VAL, small(off)),
             Rule::AtFp(off) => (FP_AT_FP, small(off)),
+            Rule::AtSp(off) => (FP_AT_SP, small(off)),
             Rule::Undefined => (FP_UNDEFINED, Some(0)),
             _ => (FP_KEEP, Some(0)),
         };
@@ -193,14 +217,21 @@ impl PackedRow {
                 shift: (self.aux >> 4) & 7,
             }),
             CFA_DEREF_FP => CfaRule::DerefFp(self.cfa),
+            CFA_DEREF_SP => CfaRule::DerefSp(self.cfa),
             _ => return None,
         })
     }
 
-    /// Where the return address is saved from the CFA; `None`: undefined.
+    /// The return-address rule.
     #[inline]
-    pub fn ra_rule(&self) -> Option<i16> {
-        (self.kind & RA_UNDEFINED == 0).then_some(self.ra)
+    pub fn ra_rule(&self) -> RaRule {
+        if self.kind & RA_UNDEFINED != 0 {
+            RaRule::Undefined
+        } else if self.kind & RA_AT_SP != 0 {
+            RaRule::AtSp(self.ra)
+        } else {
+            RaRule::At(self.ra)
+        }
     }
 
     /// The frame-pointer rule.
@@ -210,6 +241,7 @@ impl PackedRow {
             FP_AT => FpRule::At(self.fp),
             FP_VAL => FpRule::Val(self.fp),
             FP_AT_FP => FpRule::AtFp(self.fp),
+            FP_AT_SP => FpRule::AtSp(self.fp),
             FP_UNDEFINED => FpRule::Undefined,
             _ => FpRule::Keep,
         }
@@ -309,7 +341,10 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
             return None;
         }
         let first = f.first as usize;
-        let rows = self.rows.items().get(first..first.checked_add(f.count as usize)?)?;
+        let rows = self
+            .rows
+            .items()
+            .get(first..first.checked_add(f.count as usize)?)?;
         // `pc - begin` fits: an FDE is compiled only if its range does.
         let off = (pc - f.begin) as u32;
         let j = rows.partition_point(|r| r.start <= off).checked_sub(1)?;

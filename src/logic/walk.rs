@@ -32,7 +32,7 @@
 //! frame-pointer step as the fallback.
 
 use super::cfi::{self, Cause, Reader};
-use super::rows::{CfaRule, FpRule, Found, PackedRow};
+use super::rows::{CfaRule, Found, FpRule, PackedRow, RaRule};
 
 pub use super::word::WordSize;
 
@@ -500,7 +500,7 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
         }
         Some(Ok(found)) => found,
     };
-    match apply_row(w, t.fp_known, r, &row) {
+    match apply_row(w, t.fp_known, r, &row, signal) {
         Ok(Some((ip, sp, fp))) => {
             if ip >= w.user_limit {
                 return Some(Err(Stop::NotUser));
@@ -536,6 +536,7 @@ fn apply_row<M: UserMemory + cfi::UserBytes>(
     fp_known: bool,
     r: &mut Reader<'_, M>,
     row: &PackedRow,
+    signal: bool,
 ) -> Result<Option<(u64, u64, Option<u64>)>, Cause> {
     let ws = w.ws;
     let fault = Cause::Fault;
@@ -567,13 +568,24 @@ fn apply_row<M: UserMemory + cfi::UserBytes>(
                 .checked_add_signed(i64::from(off));
             Some(word(r, at)?)
         }
+        Some(CfaRule::DerefSp(off)) => Some(word(r, w.sp.checked_add_signed(i64::from(off)))?),
         None => return Err(row.refusal().unwrap_or(Cause::Malformed)),
     }
-    .filter(|&cfa| cfa > w.sp && ws.wrap(cfa) == cfa)
+    .filter(|&cfa| {
+        let signal_sp = signal && matches!(row.cfa_rule(), Some(CfaRule::DerefSp(_)));
+        cfi::cfa_ok(cfa, w.sp, ws, signal_sp)
+    })
     .ok_or(Cause::CfaNotAbove)?;
     let at = |off: i16| cfa.checked_add_signed(i64::from(off));
-    let Some(ra_off) = row.ra_rule() else {
-        return Ok(None);
+    let at_sp = |off: i16| w.sp.checked_add_signed(i64::from(off));
+    let ra_off = match row.ra_rule() {
+        RaRule::At(off) => off,
+        RaRule::AtSp(off) => {
+            let ra = word(r, at_sp(off))?;
+            let fp = fp_by(row.fp_rule(), fp, r, &word, &at, &at_sp, ws)?;
+            return Ok(Some((ra, cfa, fp)));
+        }
+        RaRule::Undefined => return Ok(None),
     };
     let fp_rule = row.fp_rule();
     // The usual frame: the saved frame pointer just below the return
@@ -589,15 +601,31 @@ fn apply_row<M: UserMemory + cfi::UserBytes>(
         }
     }
     let ra = word(r, at(ra_off))?;
-    let fp = match fp_rule {
+    let fp = fp_by(fp_rule, fp, r, &word, &at, &at_sp, ws)?;
+    Ok(Some((ra, cfa, fp)))
+}
+
+/// The caller's frame pointer by `rule` ([`apply_row`]).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn fp_by<M: UserMemory + cfi::UserBytes>(
+    rule: FpRule,
+    fp: Option<u64>,
+    r: &mut Reader<'_, M>,
+    word: &impl Fn(&mut Reader<'_, M>, Option<u64>) -> Result<u64, Cause>,
+    at: &impl Fn(i16) -> Option<u64>,
+    at_sp: &impl Fn(i16) -> Option<u64>,
+    ws: WordSize,
+) -> Result<Option<u64>, Cause> {
+    Ok(match rule {
         FpRule::At(off) => Some(word(r, at(off))?),
-        FpRule::Val(off) => Some(ws.wrap(at(off).ok_or(fault)?)),
+        FpRule::Val(off) => Some(ws.wrap(at(off).ok_or(Cause::Fault)?)),
         FpRule::AtFp(off) => match fp {
             Some(fp) => Some(word(r, fp.checked_add_signed(i64::from(off)))?),
             None => None,
         },
+        FpRule::AtSp(off) => Some(word(r, at_sp(off))?),
         FpRule::Undefined => None,
         FpRule::Keep => fp,
-    };
-    Ok(Some((ra, cfa, fp)))
+    })
 }
