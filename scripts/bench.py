@@ -64,6 +64,12 @@ def metrics_of(log):
                        1: 'unwind tables'}[kv.get('tables')]
                 out['deferred walk %s, %d frames (%s): per frame' % (bits, nr, how)] = \
                     (kv['ns'] / iters / nr, 'ns')
+                # The first walk of a depth apart (for the tables: the one
+                # that compiles the rows its frames need, when the
+                # process's earlier walks had not).
+                if 'first_ns' in kv:
+                    out['deferred walk %s, %d frames (%s, first walk): per frame'
+                        % (bits, nr, how)] = (kv['first_ns'] / nr, 'ns')
             elif kind in ('task', 'irq', 'nmi'):
                 iters, n = kv['iters'], kv['tracers']
                 if kv.get('bad'):
