@@ -581,6 +581,47 @@ mod tests {
     }
 
     #[test]
+    fn compiled_rows_are_the_interpreters() {
+        // Every shared case's FDE compiled into the kernel's stores: the
+        // row for the case's pc is the interpreter's, packed.
+        use crate::logic::cfi_cases::{CaseMemory, CASES, HDR};
+        for case in CASES {
+            let pc = if case.frame.ip_is_return_address {
+                case.frame.ip.wrapping_sub(1)
+            } else {
+                case.frame.ip
+            };
+            let arch = cfi::Arch::of(case.ws);
+            let mut mem = CaseMemory { case, reads: 0 };
+            let mut r = Reader::new(&mut mem);
+            let Ok(hdr) = cfi::read_hdr(&mut r, HDR, case.ws) else {
+                continue;
+            };
+            let want = cfi::rules_in(&mut r, &hdr, case.ws, &case.frame);
+            let mut mem = CaseMemory { case, reads: 0 };
+            let mut r = Reader::new(&mut mem);
+            let mut rows = Rows::default();
+            let got = rows.fill(&mut r, &hdr, case.ws, pc);
+            match (got, want) {
+                (Ok((row, signal)), want) => {
+                    let packed = PackedRow::pack(row.start, want.map(|(w, _)| w), arch);
+                    if row != packed || want.is_ok_and(|(_, s)| s != signal) {
+                        pr_err!("rows case {}: {:?} vs {:?}\n", case.name, row, packed);
+                    }
+                    assert_eq!(row, packed);
+                    // Remembered: found again, without a read.
+                    assert_eq!(rows.lookup(pc), Some((row, signal)));
+                }
+                // Only a transient refusal is not remembered.
+                (Err(e), _) => {
+                    assert!(cfi::transient(e));
+                    assert!(rows.lookup(pc).is_none());
+                }
+            }
+        }
+    }
+
+    #[test]
     fn refusal_counter_names_are_the_causes() {
         for (i, name) in Cause::NAMES.iter().enumerate() {
             let c = NAMES[REFUSED + i].to_bytes();
