@@ -691,14 +691,28 @@ pub fn read_hdr<M: UserBytes>(r: &mut Reader<'_, M>, addr: u64, ws: WordSize) ->
 /// address of the last entry whose start is at or below `pc` (the FDE
 /// itself says whether it covers `pc`).
 pub fn search<M: UserBytes>(r: &mut Reader<'_, M>, h: &Hdr, ws: WordSize, pc: u64) -> Res<u64> {
+    search_range(r, h, ws, pc).map(|(fde, _)| fde)
+}
+
+/// [`search`], and the pcs it gives the same answer for: `[from, to)`,
+/// the pcs every probe of the table compares as it compares `pc` (the
+/// starts of the entry found and of the next one, in a sorted table), for
+/// a caller that remembers the answer for a range of pcs.
+pub fn search_range<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    h: &Hdr,
+    ws: WordSize,
+    pc: u64,
+) -> Res<(u64, (u64, u64))> {
     let enc = h.table_enc;
     let size = fixed_size(enc, ws).ok_or(Refusal::UnsupportedEncoding(Where::Table, enc))?;
     let entry = u64::from(size) * 2;
     let (mut lo, mut hi) = (0u64, h.count);
     let mut found = None;
+    let (mut from, mut to) = (0u64, u64::MAX);
     for _ in 0..MAX_PROBES {
         if lo >= hi {
-            return found.ok_or(Refusal::NoFde);
+            return found.map(|fde| (fde, (from, to))).ok_or(Refusal::NoFde);
         }
         let mid = lo + (hi - lo) / 2;
         let at = mid
@@ -710,13 +724,15 @@ pub fn search<M: UserBytes>(r: &mut Reader<'_, M>, h: &Hdr, ws: WordSize, pc: u6
         if start <= pc {
             let fde = read_encoded(&mut c, r, enc, ws, Some(h.addr))?;
             found = Some(fde);
+            from = from.max(start);
             lo = mid + 1;
         } else {
+            to = to.min(start);
             hi = mid;
         }
     }
     if lo >= hi {
-        return found.ok_or(Refusal::NoFde);
+        return found.map(|fde| (fde, (from, to))).ok_or(Refusal::NoFde);
     }
     Err(Refusal::Bound(Bound::Probes))
 }

@@ -10,7 +10,10 @@
 //! a walk first meets a pc of an FDE ([`ObjectRows::fill`]): the
 //! `.eh_frame_hdr` search finds the FDE, [`cfi::compile`] gives every row
 //! of it, and they are appended to the object's rows; the FDE's pc range is
-//! inserted in the object's sorted index.  Every later pc of that FDE, in
+//! inserted in the object's sorted index (only the part of it for which the
+//! search finds this FDE, [`cfi::search_range`]: all of it, unless FDEs
+//! overlap in the table; so the ranges are disjoint, and a lookup finds
+//! what the search would).  Every later pc of that FDE, in
 //! this walk or any later one, is [`ObjectRows::lookup`]: two binary
 //! searches in kernel memory, no user read.
 //!
@@ -31,7 +34,9 @@
 //! [`cfi::transient`] refusal (a fault, the read budget, no memory) is
 //! returned and nothing is stored, so the next walk tries again.  A pc no
 //! FDE covers is remembered as a one-byte range with a refused row
-//! ([`Cause::NoFde`]), so a frame without tables costs one search, once.
+//! ([`Cause::NoFde`]), so a frame without tables costs one search, once
+//! (except the last pc, `u64::MAX`, which has no such range: refused, not
+//! remembered).
 //!
 //! The storage is the caller's ([`Store`]: the kernel's `KVec` with
 //! `GFP_KERNEL_ACCOUNT`, `Vec` on the host); the bounds here are per FDE
@@ -291,8 +296,9 @@ pub type Found = (PackedRow, bool);
 
 /// What [`ObjectRows::fill`] remembers for a pc.
 enum FdeOrNone {
-    /// The FDE that covers it, to compile.
-    Fde(Fde),
+    /// The FDE that covers it, to compile, and the pcs the hdr search
+    /// finds it for ([`cfi::search_range`]).
+    Fde(Fde, (u64, u64)),
     /// No usable FDE: the pc is refused for this reason.
     None(u64, Refusal),
 }
@@ -362,9 +368,10 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
         ws: WordSize,
         pc: u64,
     ) -> Result<Found, Refusal> {
-        let fde = cfi::search(r, hdr, ws, pc).and_then(|at| cfi::read_fde(r, hdr.eh_frame, at, ws));
+        let fde = cfi::search_range(r, hdr, ws, pc)
+            .and_then(|(at, found)| Ok((cfi::read_fde(r, hdr.eh_frame, at, ws)?, found)));
         let what = match fde {
-            Ok(fde) if fde.pc_begin <= pc && pc < fde.pc_end => FdeOrNone::Fde(fde),
+            Ok((fde, found)) if fde.pc_begin <= pc && pc < fde.pc_end => FdeOrNone::Fde(fde, found),
             // Remembered as a one-pc range.
             Ok(_) => FdeOrNone::None(pc, Refusal::NoFde),
             Err(e) if cfi::transient(e) => return Err(e),
@@ -385,7 +392,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
         let first32 = u32::try_from(first).map_err(|_| Refusal::Bound(Bound::Memory))?;
         let arch = cfi::Arch::of(ws);
         let (begin, end, signal) = match fde {
-            FdeOrNone::Fde(fde) => {
+            FdeOrNone::Fde(fde, (from, to)) => {
                 if fde.pc_end.wrapping_sub(fde.pc_begin) > u64::from(u32::MAX) {
                     return Err(Refusal::Bound(Bound::Memory));
                 }
@@ -399,13 +406,23 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
                     self.rows.truncate(first);
                     return Err(e);
                 }
-                (fde.pc_begin, fde.pc_end, fde.signal_frame)
+                // Only the pcs the hdr search finds this FDE for (all of
+                // them, unless FDEs overlap in the table): the others may
+                // be another FDE's.  The range holds the pc filled.
+                let begin = fde.pc_begin.max(*from);
+                let end = fde.pc_end.min(*to);
+                // Fits: `begin` is in the FDE, whose range does.
+                let skip = (begin - fde.pc_begin) as u32;
+                self.clamp(first, skip, end.saturating_sub(begin));
+                (begin, end, fde.signal_frame)
             }
             FdeOrNone::None(pc, refusal) => {
+                // The last pc has no one-pc range: not remembered.
+                let end = pc.checked_add(1).ok_or(*refusal)?;
                 if !self.rows.push(PackedRow::refused(0, refusal.cause())) {
                     return Err(Refusal::Bound(Bound::Memory));
                 }
-                (*pc, pc.saturating_add(1), false)
+                (*pc, end, false)
             }
         };
         let count = self.rows.items().len() - first;
@@ -436,9 +453,35 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
         Ok(())
     }
 
+    /// Keep of the rows from `first` on (one FDE's) those for the `len`
+    /// pcs from offset `skip` on, their starts from there.
+    fn clamp(&mut self, first: usize, skip: u32, len: u64) {
+        if skip == 0
+            && self
+                .rows
+                .items()
+                .last()
+                .is_none_or(|r| u64::from(r.start) < len)
+        {
+            return;
+        }
+        let Some(rows) = self.rows.items_mut().get_mut(first..) else {
+            return;
+        };
+        // The row in effect at `skip` becomes the first.
+        let from = rows.partition_point(|r| r.start <= skip).saturating_sub(1);
+        rows.rotate_left(from);
+        let kept = rows.len() - from;
+        let kept = rows.get_mut(..kept).unwrap_or_default();
+        for r in kept.iter_mut() {
+            r.start = r.start.saturating_sub(skip);
+        }
+        let n = kept.partition_point(|r| u64::from(r.start) < len);
+        self.rows.truncate(first + n);
+    }
+
     /// Bytes of the two stores' items.
     pub fn bytes(&self) -> usize {
-        self.fdes.items().len() * core::mem::size_of::<FdeEntry>()
-            + self.rows.items().len() * core::mem::size_of::<PackedRow>()
+        core::mem::size_of_val(self.fdes.items()) + core::mem::size_of_val(self.rows.items())
     }
 }

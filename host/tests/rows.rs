@@ -1,0 +1,2018 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Compiled unwind rows (`src/logic/rows.rs`) against the interpreter
+//! they are compiled by (`src/logic/cfi.rs`):
+//!
+//! - on the real objects of this machine, for every FDE of the
+//!   `.eh_frame_hdr` table and a spread of pcs in it (every pc of an FDE
+//!   up to 256 bytes; around every row change and a sample of the others
+//!   in larger ones), filled in a shuffled order, `ObjectRows::lookup` /
+//!   `ObjectRows::fill` answer what `cfi::rules_in` followed by
+//!   `Row::check` answers (packed by `PackedRow::pack`), signal flag
+//!   included;
+//! - on hand-assembled tables covering every kind of row (CFA from the
+//!   stack or frame pointer, the PLT pattern, the DRAP CFA, an undefined
+//!   return address, every frame-pointer rule, signal frames, refusals),
+//!   `walk::walk_tables` (which steps by packed rows) walks what a walk
+//!   stepping by `cfi::step` (the uncompiled step) walks, frame for frame;
+//! - what is remembered: not a transient fault or read bound, but a pc no
+//!   FDE covers; the two documented bounds (an FDE over 4 GiB, offsets
+//!   beyond `i16`); FDEs that overlap in the table answer as the hdr
+//!   search does, whatever the order they are filled in; the last pc;
+//!   sorted insertion in every order;
+//! - property tests: random FDE instruction streams, `cfi::compile`'s rows
+//!   against `cfi::row_at` at every pc, the object's rows against
+//!   `rules_in` at every pc, and random frames walked both ways.
+//!
+//! Objects missing here are skipped with a printed reason.
+//!
+//!   cargo test --release --test rows -- --nocapture
+
+use gimli::{BaseAddresses, EhFrame, EhFrameOffset, UnwindContext, UnwindSection};
+use object::{Object, ObjectSection, ObjectSegment};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use unwind_logic::cfi::{
+    self, Arch, Bound, Cause, Frame, Hdr, Reader, Refusal, Row, RowSink, Step, UserBytes,
+};
+use unwind_logic::rows::{CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow};
+use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize};
+use unwind_logic::walk_cases;
+
+/// Compiled rows of an object, as the kernel keeps them (`KVec` there).
+type Rows = ObjectRows<Vec<FdeEntry>, Vec<PackedRow>>;
+
+/// A reader with no practical bound: the comparisons are about the
+/// tables, not about the read budget (a transient refusal).
+const LOTS: u32 = 1 << 24;
+
+/// Everything a packed row answers, without its start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct View {
+    refusal: Option<Cause>,
+    cfa: Option<CfaRule>,
+    ra: Option<i16>,
+    fp: FpRule,
+    /// The public offsets as stored.
+    raw: (i32, i16, i16),
+}
+
+fn view(p: &PackedRow) -> View {
+    View {
+        refusal: p.refusal(),
+        cfa: p.cfa_rule(),
+        ra: p.ra_rule(),
+        fp: p.fp_rule(),
+        raw: (p.cfa, p.ra, p.fp),
+    }
+}
+
+/// The interrupted frame at `pc` (its own rules apply, no `- 1`).
+fn at_pc(pc: u64) -> Frame {
+    Frame {
+        ip: pc,
+        sp: 0,
+        fp: None,
+        ip_is_return_address: false,
+    }
+}
+
+/// What the uncompiled path answers for `pc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    /// The packed outcome of `rules_in` (and `check`), and the FDE's
+    /// signal flag if `rules_in` found rules.
+    Row(View, Option<bool>),
+    /// A transient refusal: nothing to remember.
+    Transient(Refusal),
+}
+
+fn oracle<M: UserBytes>(mem: &mut M, h: &Hdr, ws: WordSize, pc: u64) -> Answer {
+    let mut r = Reader::with_limit(mem, LOTS);
+    match cfi::rules_in(&mut r, h, ws, &at_pc(pc)) {
+        Err(e) if cfi::transient(e) => Answer::Transient(e),
+        res => {
+            let signal = res.as_ref().ok().map(|&(_, s)| s);
+            let packed = PackedRow::pack(0, res.map(|(row, _)| row), Arch::of(ws));
+            Answer::Row(view(&packed), signal)
+        }
+    }
+}
+
+/// What the compiled rows answer for `pc`: a lookup, else a fill.
+/// Returns the answer and whether the lookup hit.
+fn compiled<M: UserBytes>(
+    rows: &mut Rows,
+    mem: &mut M,
+    h: &Hdr,
+    ws: WordSize,
+    pc: u64,
+) -> (Result<Found, Refusal>, bool) {
+    if let Some(found) = rows.lookup(pc) {
+        return (Ok(found), true);
+    }
+    let mut r = Reader::with_limit(mem, LOTS);
+    (rows.fill(&mut r, h, ws, pc), false)
+}
+
+/// Whether the compiled answer is the oracle's.
+fn agrees(got: &Result<Found, Refusal>, want: &Answer) -> bool {
+    match (got, want) {
+        (Ok((row, signal)), Answer::Row(v, s)) => view(row) == *v && s.is_none_or(|s| s == *signal),
+        (Err(e), Answer::Transient(t)) => e == t,
+        // A refusal that could not be remembered.
+        (Err(e), Answer::Row(v, None)) => !cfi::transient(*e) && v.refusal == Some(e.cause()),
+        _ => false,
+    }
+}
+
+/// A small deterministic generator (xorshift64*), for shuffles and samples.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            v.swap(i, j);
+        }
+    }
+}
+
+/// The invariants of an object's rows: FDEs sorted by first pc and
+/// disjoint (so that the last one starting at or below a pc is the only
+/// one that may hold it), each with at least one row, inside the rows,
+/// the first starting at 0, starts strictly increasing and inside the
+/// range.
+fn check_invariants(rows: &Rows) -> Result<(), String> {
+    let fdes = &rows.fdes;
+    if let Some(w) = fdes.windows(2).find(|w| w[0].end > w[1].begin) {
+        return Err(format!("FDEs out of order or overlapping: {:x?}", w));
+    }
+    for f in fdes {
+        let first = f.first as usize;
+        let r = rows
+            .rows
+            .get(first..first + f.count as usize)
+            .ok_or_else(|| format!("rows of {f:x?} out of the store"))?;
+        if r.is_empty() || r[0].start != 0 {
+            return Err(format!("{f:x?}: first row {:?}", r.first()));
+        }
+        if r.windows(2).any(|w| w[0].start >= w[1].start)
+            || r.iter().any(|x| u64::from(x.start) >= f.end - f.begin)
+        {
+            return Err(format!(
+                "{f:x?}: starts {:?}",
+                r.iter().map(|x| x.start).collect::<Vec<_>>()
+            ));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------
+// Real objects.
+// ---------------------------------------------------------------------
+
+/// The object's loadable segments at their link-time addresses.
+struct Image {
+    segs: Vec<(u64, Vec<u8>)>,
+}
+
+impl UserBytes for Image {
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        for (base, data) in &self.segs {
+            let Some(off) = addr.checked_sub(*base) else {
+                continue;
+            };
+            let off = usize::try_from(off).ok()?;
+            if let Some(src) = off
+                .checked_add(buf.len())
+                .and_then(|end| data.get(off..end))
+            {
+                buf.copy_from_slice(src);
+                return Some(());
+            }
+        }
+        None
+    }
+}
+
+/// Records where `cfi::compile` starts its rows.
+struct Locs(Vec<u64>);
+
+impl RowSink for Locs {
+    fn row(&mut self, loc: u64, _row: Result<Row, Refusal>) -> Result<(), Refusal> {
+        self.0.push(loc);
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    /// Entries of the hdr table.
+    fdes: u64,
+    /// ... whose FDE could not be read (refused for every pc).
+    fdes_unreadable: u64,
+    /// ... whose table start is not their FDE's first pc.
+    start_differs: u64,
+    /// Table entries whose FDE overlaps the next entry's.
+    overlaps: u64,
+    pcs: u64,
+    /// Answered by a lookup (the rest by a fill).
+    hits: u64,
+    /// The oracle's answers: usable rows, and refusals by cause.
+    usable: u64,
+    refused: BTreeMap<&'static str, u64>,
+    transient: u64,
+    /// pcs whose rules the interpreter has and a step could use, refused
+    /// by the packing (offsets beyond i16), and an example.
+    packing_bound: u64,
+    packing_example: Option<String>,
+    /// FDEs compiled, their rows, the most rows of one.
+    compiled: u64,
+    rows: u64,
+    max_rows: u32,
+    /// pcs remembered as covered by no FDE.
+    no_fde: u64,
+    bytes: usize,
+    mismatches: Vec<String>,
+}
+
+fn check_object(path: &str, seed: u64) -> Result<Tally, String> {
+    let data = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    let file = object::File::parse(&*data).map_err(|e| format!("not ELF: {e}"))?;
+    let ws = match file.architecture() {
+        object::Architecture::X86_64 => WordSize::W8,
+        object::Architecture::I386 => WordSize::W4,
+        a => return Err(format!("architecture {a:?}")),
+    };
+    let hdr_sec = file
+        .section_by_name(".eh_frame_hdr")
+        .ok_or("no .eh_frame_hdr")?;
+    let ehf = file.section_by_name(".eh_frame").ok_or("no .eh_frame")?;
+    let ehf_data = ehf.data().map_err(|e| e.to_string())?;
+    let mut image = Image { segs: Vec::new() };
+    for seg in file.segments() {
+        let d = seg.data().map_err(|e| e.to_string())?;
+        image.segs.push((seg.address(), d.to_vec()));
+    }
+    let h = cfi::read_hdr(&mut Reader::new(&mut image), hdr_sec.address(), ws)
+        .map_err(|e| format!("hdr: {e:?}"))?;
+    if h.table_enc != 0x3b {
+        return Err(format!("table encoding {:#x}", h.table_enc));
+    }
+    // gimli's rows, to find where the rules change independently of
+    // `cfi::compile`.
+    let mut eh_frame = EhFrame::new(ehf_data, gimli::LittleEndian);
+    eh_frame.set_address_size(ws.bytes() as u8);
+    let mut bases = BaseAddresses::default()
+        .set_eh_frame(ehf.address())
+        .set_eh_frame_hdr(hdr_sec.address());
+    if let Some(text) = file.section_by_name(".text") {
+        bases = bases.set_text(text.address());
+    }
+    if let Some(got) = file.section_by_name(".got") {
+        bases = bases.set_got(got.address());
+    }
+    let mut ctx = UnwindContext::new();
+    let symbols = file.symbol_map();
+    let name = |pc: u64| match symbols.get(pc) {
+        Some(s) => format!("{pc:#x} ({}+{:#x})", s.name(), pc - s.address()),
+        None => format!("{pc:#x}"),
+    };
+
+    let mut t = Tally::default();
+    let mut rng = Rng(seed | 1);
+    // The table: (start, FDE address).
+    let mut table = Vec::new();
+    for i in 0..h.count {
+        let mut b = [0u8; 8];
+        image
+            .read_bytes(h.table + 8 * i, &mut b)
+            .ok_or("table outside the image")?;
+        let rel = |k: usize| {
+            let v = i32::from_le_bytes(b[k..k + 4].try_into().unwrap());
+            ws.wrap(h.addr.wrapping_add(v as i64 as u64))
+        };
+        table.push((rel(0), rel(4)));
+    }
+    t.fdes = table.len() as u64;
+    // Every pc to check, with the FDE it was chosen for.
+    let mut pcs: Vec<(u64, usize)> = Vec::new();
+    // (begin, end) of the FDEs read.
+    let mut ranges = BTreeSet::new();
+    for (i, &(start, at)) in table.iter().enumerate() {
+        let fde = match cfi::read_fde(&mut Reader::new(&mut image), h.eh_frame, at, ws) {
+            Ok(f) => f,
+            Err(_) => {
+                t.fdes_unreadable += 1;
+                pcs.push((start, i));
+                continue;
+            }
+        };
+        if fde.pc_begin != start {
+            t.start_differs += 1;
+        }
+        if let Some(&(next, _)) = table.get(i + 1) {
+            if fde.pc_end > next {
+                t.overlaps += 1;
+            }
+        }
+        ranges.insert((fde.pc_begin, fde.pc_end));
+        let (b, e) = (fde.pc_begin, fde.pc_end);
+        let len = e.saturating_sub(b);
+        // Around the FDE: what the pcs next to it answer.
+        pcs.push((b.wrapping_sub(1), i));
+        pcs.push((e, i));
+        if len <= 256 {
+            pcs.extend((b..e).map(|pc| (pc, i)));
+            continue;
+        }
+        let mut points = BTreeSet::new();
+        let mut locs = Locs(Vec::new());
+        let _ = cfi::compile(
+            &mut Reader::with_limit(&mut image, LOTS),
+            &fde,
+            ws,
+            &mut locs,
+        );
+        points.extend(locs.0);
+        let off = at.wrapping_sub(ehf.address()) as usize;
+        if let Ok(g) =
+            eh_frame.fde_from_offset(&bases, EhFrameOffset(off), EhFrame::cie_from_offset)
+        {
+            if let Ok(mut rows) = g.rows(&eh_frame, &bases, &mut ctx) {
+                while let Ok(Some(row)) = rows.next_row() {
+                    points.insert(row.start_address());
+                }
+            }
+        }
+        points.insert(b);
+        points.insert(e - 1);
+        for p in points {
+            for pc in [p.wrapping_sub(1), p, p + 1] {
+                if (b..e).contains(&pc) {
+                    pcs.push((pc, i));
+                }
+            }
+        }
+        // A stride sample and a few at random.
+        let stride = (len / 32).max(1);
+        pcs.extend((b..e).step_by(stride as usize).map(|pc| (pc, i)));
+        for _ in 0..16 {
+            pcs.push((b + rng.below(len), i));
+        }
+    }
+    // Filled in a shuffled order: every FDE is first met at some pc of it,
+    // and inserted among the others in no particular order.
+    rng.shuffle(&mut pcs);
+    let mut rows = Rows::default();
+    for &(pc, i) in &pcs {
+        let want = oracle(&mut image, &h, ws, pc);
+        let (got, hit) = compiled(&mut rows, &mut image, &h, ws, pc);
+        t.pcs += 1;
+        t.hits += u64::from(hit);
+        match want {
+            Answer::Row(v, _) => match v.refusal {
+                None => t.usable += 1,
+                Some(c) => {
+                    *t.refused.entry(c.name()).or_default() += 1;
+                    let mut r = Reader::with_limit(&mut image, LOTS);
+                    if let Ok((row, _)) = cfi::rules_in(&mut r, &h, ws, &at_pc(pc)) {
+                        if row.check(Arch::of(ws)).is_ok() {
+                            t.packing_bound += 1;
+                            t.packing_example
+                                .get_or_insert_with(|| format!("{} {row:?}", name(pc)));
+                        }
+                    }
+                }
+            },
+            Answer::Transient(_) => t.transient += 1,
+        }
+        if !agrees(&got, &want) && t.mismatches.len() < 20 {
+            let (start, at) = table[i];
+            t.mismatches.push(format!(
+                "pc {} (table entry {i}: start {start:#x}, FDE {at:#x}): rows {got:?} (lookup hit: {hit}), rules_in {want:?}",
+                name(pc)
+            ));
+        }
+    }
+    check_invariants(&rows).map_err(|e| format!("invariants: {e}"))?;
+    // Everything is remembered now: the same answers again, all lookups,
+    // in another order.
+    for &(pc, _) in pcs.iter().rev() {
+        let want = oracle(&mut image, &h, ws, pc);
+        match (rows.lookup(pc), want) {
+            (Some(found), want) if agrees(&Ok(found), &want) => {}
+            (None, Answer::Transient(_)) => {}
+            (got, want) => {
+                if t.mismatches.len() < 40 {
+                    t.mismatches.push(format!(
+                        "second pass, pc {}: lookup {got:?}, rules_in {want:?}",
+                        name(pc)
+                    ));
+                }
+            }
+        }
+    }
+    for f in &rows.fdes {
+        if ranges.contains(&(f.begin, f.end)) {
+            t.compiled += 1;
+            t.rows += u64::from(f.count);
+            t.max_rows = t.max_rows.max(f.count);
+        } else {
+            t.no_fde += 1;
+        }
+    }
+    t.bytes = rows.bytes();
+    Ok(t)
+}
+
+/// The objects `cfi_oracle` checks, and a few more of this machine.
+fn candidates() -> Vec<String> {
+    let mut v: Vec<String> = [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib64/ld-linux-x86-64.so.2",
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+        "/usr/lib/x86_64-linux-gnu/libgcc_s.so.1",
+        "/lib/i386-linux-gnu/libc.so.6",
+        "/usr/lib32/libc.so.6",
+        "/usr/lib32/libm.so.6",
+        "/usr/lib32/ld-linux.so.2",
+        "/lib/ld-linux.so.2",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/build/perf/perf"),
+        "/work/main/build/perf/perf",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/build/kernel-c/arch/x86/entry/vdso/vdso32/vdso32.so"
+        ),
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/build/kernel-c/arch/x86/entry/vdso/vdso64/vdso64.so"
+        ),
+        "/work/main/build/kernel-c/arch/x86/entry/vdso/vdso32/vdso32.so",
+        "/work/main/build/kernel-c/arch/x86/entry/vdso/vdso64/vdso64.so",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    // This test itself (Rust, built by this cargo).
+    if let Ok(me) = std::env::current_exe() {
+        v.push(me.display().to_string());
+    }
+    v
+}
+
+#[test]
+fn real_objects_rows_are_rules_in() {
+    let started = std::time::Instant::now();
+    let mut seen = BTreeSet::new();
+    let mut checked = Vec::new();
+    let mut failures = Vec::new();
+    let mut total_pcs = 0;
+    for (k, path) in candidates().iter().enumerate() {
+        let Ok(real) = std::fs::canonicalize(path) else {
+            println!("rows: {path}: skipped (not on this machine)");
+            continue;
+        };
+        if !seen.insert(real.clone()) {
+            println!("rows: {path}: skipped (same file as {})", real.display());
+            continue;
+        }
+        let t0 = std::time::Instant::now();
+        match check_object(path, 0x9e37_79b9_7f4a_7c15 ^ k as u64) {
+            Err(why) => println!("rows: {path}: skipped ({why})"),
+            Ok(t) => {
+                checked.push(path.clone());
+                total_pcs += t.pcs;
+                println!(
+                    "rows: {path}: {} FDEs ({} unreadable, {} table starts differ, {} overlap the next), \
+                     {} pcs ({} by lookup, {} by fill; {} usable, {} transient), \
+                     {} FDEs compiled into {} rows ({:.2} rows/FDE, at most {}), \
+                     {} pcs remembered without FDE, {} bytes, {} mismatches, {:.1} s",
+                    t.fdes,
+                    t.fdes_unreadable,
+                    t.start_differs,
+                    t.overlaps,
+                    t.pcs,
+                    t.hits,
+                    t.pcs - t.hits,
+                    t.usable,
+                    t.transient,
+                    t.compiled,
+                    t.rows,
+                    t.rows as f64 / t.compiled.max(1) as f64,
+                    t.max_rows,
+                    t.no_fde,
+                    t.bytes,
+                    t.mismatches.len(),
+                    t0.elapsed().as_secs_f64()
+                );
+                for (cause, n) in &t.refused {
+                    println!("    refused: {cause}: {n}");
+                }
+                if let Some(eg) = &t.packing_example {
+                    println!(
+                        "    of which usable rules beyond the packing's i16 bound: {} (e.g. {eg})",
+                        t.packing_bound
+                    );
+                }
+                for m in &t.mismatches {
+                    println!("    MISMATCH {m}");
+                }
+                if !t.mismatches.is_empty() {
+                    failures.push(path.clone());
+                }
+                // A real object gives rows to most of its pcs.
+                if t.usable * 10 < t.pcs * 8 {
+                    failures.push(format!("{path}: only {} of {} pcs usable", t.usable, t.pcs));
+                }
+            }
+        }
+    }
+    println!(
+        "rows: {} objects, {total_pcs} pcs in {:.1} s",
+        checked.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        checked.iter().any(|p| p.contains("libc.so")),
+        "no libc to check on this machine (checked {checked:?})"
+    );
+    assert!(total_pcs >= 100_000, "only {total_pcs} pcs checked");
+    assert!(
+        failures.is_empty(),
+        "rows disagree with rules_in: {failures:?}"
+    );
+}
+
+// ---------------------------------------------------------------------
+// Hand-assembled tables.
+// ---------------------------------------------------------------------
+
+const HDR: u64 = 0x1000;
+const EH_FRAME: u64 = 0x6000;
+const CODE: u64 = 0x40_0000;
+/// Two probe FDEs meet here ([`walk_object`]).
+const PROBE: u64 = CODE + 0x1000;
+/// The stack: every word holds its own address + [`PATTERN`].
+const STACK: u64 = 0x7ff0_0000;
+const STACK_LEN: u64 = 0x1000;
+const PATTERN: u64 = 0x100;
+
+/// Sparse user memory for the tables, a dense stack; bytes not stored
+/// cannot be read.  Counts reads.
+#[derive(Clone, Default, Debug)]
+struct Mem {
+    bytes: BTreeMap<u64, u8>,
+    stack: Vec<u8>,
+    reads: u32,
+}
+
+impl Mem {
+    fn in_stack(&self, addr: u64) -> Option<usize> {
+        let off = usize::try_from(addr.checked_sub(STACK)?).ok()?;
+        (off < self.stack.len()).then_some(off)
+    }
+    fn put(&mut self, addr: u64, data: &[u8]) {
+        for (i, b) in data.iter().enumerate() {
+            let a = addr + i as u64;
+            match self.in_stack(a) {
+                Some(off) => self.stack[off] = *b,
+                None => {
+                    self.bytes.insert(a, *b);
+                }
+            }
+        }
+    }
+    fn put_word(&mut self, addr: u64, v: u64, ws: WordSize) {
+        let b = v.to_le_bytes();
+        self.put(addr, &b[..ws.bytes() as usize]);
+    }
+    fn byte(&self, a: u64) -> Option<u8> {
+        match self.in_stack(a) {
+            Some(off) => Some(self.stack[off]),
+            None => self.bytes.get(&a).copied(),
+        }
+    }
+    /// The patterned stack: the word at `a` is `a + PATTERN`.
+    fn with_stack(mut self, ws: WordSize) -> Mem {
+        self.stack = vec![0; STACK_LEN as usize];
+        for a in (STACK..STACK + STACK_LEN).step_by(ws.bytes() as usize) {
+            self.put_word(a, a + PATTERN, ws);
+        }
+        self
+    }
+}
+
+impl UserBytes for Mem {
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        self.reads += 1;
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = self.byte(addr.checked_add(i as u64)?)?;
+        }
+        Some(())
+    }
+}
+
+impl UserMemory for Mem {
+    fn read_word(&mut self, addr: u64, ws: WordSize) -> Option<u64> {
+        let mut b = [0u8; 8];
+        self.read_bytes(addr, &mut b[..ws.bytes() as usize])?;
+        Some(u64::from_le_bytes(b))
+    }
+}
+
+fn uleb(mut v: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return out;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn sleb(mut v: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if (v == 0 && b & 0x40 == 0) || (v == -1 && b & 0x40 != 0) {
+            out.push(b);
+            return out;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+/// A CIE's description (version 1, augmentation "z..." with `R`).
+#[derive(Clone)]
+struct Cie {
+    aug: &'static str,
+    code_align: u64,
+    data_align: i64,
+    ra: u64,
+    /// The `R` encoding.
+    enc: u8,
+    insns: Vec<u8>,
+}
+
+impl Cie {
+    /// The usual CIE: CFA = sp + word, return address at CFA - word.
+    fn usual(ws: WordSize) -> Cie {
+        let a = Arch::of(ws);
+        let w = ws.bytes() as u8;
+        Cie {
+            aug: "zR",
+            code_align: 1,
+            data_align: -(ws.bytes() as i64),
+            ra: a.ra,
+            enc: 0x1b,
+            insns: vec![0x0c, a.sp as u8, w, 0x80 | a.ra as u8, 1],
+        }
+    }
+    fn bytes(&self) -> Vec<u8> {
+        let mut body = vec![0, 0, 0, 0, 1];
+        body.extend(self.aug.as_bytes());
+        body.push(0);
+        body.extend(uleb(self.code_align));
+        body.extend(sleb(self.data_align));
+        body.push(self.ra as u8);
+        body.extend(uleb(1));
+        body.push(self.enc);
+        body.extend(&self.insns);
+        entry(body)
+    }
+}
+
+fn entry(body: Vec<u8>) -> Vec<u8> {
+    let mut out = (body.len() as u32).to_le_bytes().to_vec();
+    out.extend(body);
+    out
+}
+
+struct FdeSpec {
+    cie: usize,
+    begin: u64,
+    len: u64,
+    insns: Vec<u8>,
+}
+
+/// CIEs and FDEs laid out in `.eh_frame` at EH_FRAME and an
+/// `.eh_frame_hdr` at HDR (eh_frame_ptr pcrel|sdata4, fde_count udata4,
+/// table datarel|sdata4).
+struct Obj {
+    cies: Vec<Cie>,
+    fdes: Vec<FdeSpec>,
+}
+
+/// The CIEs of every [`Obj::new`]: the usual one, a signal frame's, and
+/// one with code alignment 2 and absolute pointers (for `set_loc`).
+const CIE_USUAL: usize = 0;
+const CIE_SIGNAL: usize = 1;
+const CIE_ABS: usize = 2;
+
+impl Obj {
+    fn new(ws: WordSize) -> Obj {
+        let usual = Cie::usual(ws);
+        let signal = Cie {
+            aug: "zRS",
+            ..usual.clone()
+        };
+        let abs = Cie {
+            code_align: 2,
+            enc: if ws == WordSize::W8 { 0x00 } else { 0x03 },
+            ..usual.clone()
+        };
+        Obj {
+            cies: vec![usual, signal, abs],
+            fdes: Vec::new(),
+        }
+    }
+    fn fde_of(mut self, cie: usize, begin: u64, len: u64, insns: Vec<u8>) -> Obj {
+        self.fdes.push(FdeSpec {
+            cie,
+            begin,
+            len,
+            insns,
+        });
+        self
+    }
+    fn fde(self, begin: u64, len: u64, insns: Vec<u8>) -> Obj {
+        self.fde_of(CIE_USUAL, begin, len, insns)
+    }
+    /// The memory and the FDEs' addresses.
+    fn build(&self) -> (Mem, Vec<u64>) {
+        let mut sec = Vec::new();
+        let mut cie_at = Vec::new();
+        for c in &self.cies {
+            cie_at.push(EH_FRAME + sec.len() as u64);
+            sec.extend(c.bytes());
+        }
+        let mut fde_at = Vec::new();
+        for f in &self.fdes {
+            let at = EH_FRAME + sec.len() as u64;
+            fde_at.push(at);
+            let id_at = at + 4;
+            let mut body = ((id_at - cie_at[f.cie]) as u32).to_le_bytes().to_vec();
+            let pc_field = id_at + 4;
+            match self.cies[f.cie].enc {
+                0x1b => {
+                    body.extend((f.begin.wrapping_sub(pc_field) as u32).to_le_bytes());
+                    body.extend((f.len as u32).to_le_bytes());
+                }
+                0x03 => {
+                    body.extend((f.begin as u32).to_le_bytes());
+                    body.extend((f.len as u32).to_le_bytes());
+                }
+                _ => {
+                    body.extend(f.begin.to_le_bytes());
+                    body.extend(f.len.to_le_bytes());
+                }
+            }
+            body.push(0);
+            body.extend(&f.insns);
+            sec.extend(entry(body));
+        }
+        sec.extend([0, 0, 0, 0]);
+        let mut mem = Mem::default();
+        mem.put(EH_FRAME, &sec);
+        let mut hdr = vec![1, 0x1b, 0x03, 0x3b];
+        hdr.extend(((EH_FRAME as i64 - (HDR as i64 + 4)) as i32).to_le_bytes());
+        hdr.extend((self.fdes.len() as u32).to_le_bytes());
+        let mut table: Vec<(u64, u64)> = self
+            .fdes
+            .iter()
+            .zip(&fde_at)
+            .map(|(f, &a)| (f.begin, a))
+            .collect();
+        table.sort();
+        for (b, a) in table {
+            hdr.extend(((b as i64 - HDR as i64) as i32).to_le_bytes());
+            hdr.extend(((a as i64 - HDR as i64) as i32).to_le_bytes());
+        }
+        mem.put(HDR, &hdr);
+        (mem, fde_at)
+    }
+}
+
+fn hdr_of(mem: &mut Mem, ws: WordSize) -> Hdr {
+    cfi::read_hdr(&mut Reader::new(mem), HDR, ws).expect("hdr")
+}
+
+/// The walk's tables: one object, mapped everywhere, with its rows, as
+/// `cfi_live`'s `MapsTables` (and the kernel) keep them.
+struct OneObject {
+    hdr: Hdr,
+    rows: Rows,
+    /// Lookups that missed (FDEs compiled, pcs remembered as not covered).
+    fills: u32,
+}
+
+impl OneObject {
+    fn new(mem: &mut Mem, ws: WordSize) -> OneObject {
+        OneObject {
+            hdr: hdr_of(mem, ws),
+            rows: Rows::default(),
+            fills: 0,
+        }
+    }
+}
+
+impl Tables for OneObject {
+    fn row<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        pc: u64,
+        ws: WordSize,
+    ) -> Option<Result<Found, Cause>> {
+        if let Some(found) = self.rows.lookup(pc) {
+            return Some(Ok(found));
+        }
+        self.fills += 1;
+        Some(self.rows.fill(r, &self.hdr, ws, pc).map_err(|e| e.cause()))
+    }
+}
+
+/// A context of word size `ws`, no function-entry rule, no segment bases.
+fn regs(ws: WordSize, ip: u64, sp: u64, fp: u64) -> UserRegs {
+    match ws {
+        WordSize::W8 => walk_cases::regs64(ip, sp, fp),
+        WordSize::W4 => UserRegs {
+            ws,
+            user_limit: walk_cases::LIMIT32,
+            fp_frame: walk_cases::x86_fp_frame(ws),
+            entry_frame: walk_cases::x86_entry_frame(ws),
+            ..walk_cases::regs64(ip, sp, fp)
+        },
+    }
+}
+
+/// What a walk did: the trace, why it ended, and its steps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Outcome {
+    trace: Vec<u64>,
+    stop: Stop,
+    table_frames: u32,
+    fp_frames: u32,
+    refused: [u32; Cause::COUNT],
+}
+
+/// `walk::walk_tables` with `cfi::step` as the table step: the reference.
+/// Each frame is first stepped by `cfi::step` (search, FDE, interpreter,
+/// `cfi::apply`); where it refuses, by x86's frame-pointer frame, as
+/// `walk::walk` does.  Also returns the frame-0 step's result.
+fn reference_walk(regs: &UserRegs, mem: &mut Mem, max: usize) -> (Outcome, Result<Step, Refusal>) {
+    let ws = regs.ws;
+    let w = ws.bytes();
+    let mut f = Frame {
+        ip: regs.ip,
+        sp: regs.sp,
+        fp: Some(regs.fp),
+        ip_is_return_address: false,
+    };
+    let mut o = Outcome {
+        trace: Vec::new(),
+        stop: Stop::Full,
+        table_frames: 0,
+        fp_frames: 0,
+        refused: [0; Cause::COUNT],
+    };
+    let mut first = None;
+    loop {
+        o.trace.push(f.ip);
+        if o.trace.len() >= max {
+            o.stop = Stop::Full;
+            break;
+        }
+        let step = cfi::step(mem, HDR, ws, &f);
+        first.get_or_insert(step);
+        match step {
+            Ok(Step::Caller(c)) => {
+                if c.ip >= regs.user_limit {
+                    o.stop = Stop::NotUser;
+                    break;
+                }
+                f = c;
+                o.table_frames += 1;
+                continue;
+            }
+            Ok(Step::EndOfStack) => {
+                o.stop = Stop::EndOfStack;
+                break;
+            }
+            Err(e) => o.refused[e.cause() as usize] += 1,
+        }
+        // x86's frame-pointer frame: CFA = fp + 2 words, the caller's
+        // frame pointer and return address just below it.
+        let Some(fp) = f.fp else {
+            o.stop = Stop::FpUnknown;
+            break;
+        };
+        if fp < f.sp {
+            o.stop = Stop::FramePointerBelowStack;
+            break;
+        }
+        let Some(cfa) = fp
+            .checked_add(2 * w)
+            .filter(|&c| c > f.sp && ws.wrap(c) == c)
+        else {
+            o.stop = Stop::NotGrowing;
+            break;
+        };
+        if cfa & (w - 1) != 0 {
+            o.stop = Stop::Unaligned;
+            break;
+        }
+        let (Some(nfp), Some(ra)) = (mem.read_word(cfa - 2 * w, ws), mem.read_word(cfa - w, ws))
+        else {
+            o.stop = Stop::Fault;
+            break;
+        };
+        if ws.wrap(ra) >= regs.user_limit {
+            o.stop = Stop::NotUser;
+            break;
+        }
+        f = Frame {
+            ip: ws.wrap(ra),
+            sp: cfa,
+            fp: Some(ws.wrap(nfp)),
+            ip_is_return_address: true,
+        };
+        o.fp_frames += 1;
+    }
+    (o, first.unwrap_or(Err(Refusal::NoFde)))
+}
+
+/// `walk::walk_tables` over `mem` with `tables`.
+fn table_walk(
+    regs: &UserRegs,
+    mem: &mut Mem,
+    tables: &mut OneObject,
+    max: usize,
+) -> (Outcome, TableStats) {
+    let mut out = vec![0u64; max];
+    let mut stats = TableStats::default();
+    let (n, stop) = walk::walk_tables(regs, mem, tables, &mut out, &mut stats);
+    out.truncate(n);
+    (
+        Outcome {
+            trace: out,
+            stop,
+            table_frames: stats.table_frames,
+            fp_frames: stats.fp_frames,
+            refused: stats.refused,
+        },
+        stats,
+    )
+}
+
+/// Which rules the probe FDE over the stack has (see [`walk_object`]).
+#[derive(Clone, Copy, Debug)]
+enum Probe {
+    /// CFA = sp + word, return address at CFA - word: the next ip is the
+    /// word at the caller's sp, which tells the sp.
+    Sp,
+    /// x86's frame-pointer frame: the next ip is the word at the caller's
+    /// fp + word, which tells the fp.
+    Fp,
+}
+
+/// The object of a walk case: the FDE under test at CODE (0x100 bytes,
+/// from the usual or the signal frame's CIE), and probes that make what
+/// the step computed visible in the trace:
+///
+/// - the stack's words are their addresses + PATTERN, and an FDE covers
+///   them as code: a return address read from the stack is such a word,
+///   and the next frame, stepped by that FDE's `probe` rules, reads a word
+///   that tells the caller's sp or fp;
+/// - around PROBE two FDEs meet, whose rules differ (CFA = sp + 1 or 2
+///   words): a return address of PROBE tells whether the caller's rules
+///   were looked up at its ip or ip - 1 (after a signal frame or not).
+fn walk_object(ws: WordSize, cie: usize, insns: Vec<u8>, probe: Probe) -> Obj {
+    let a = Arch::of(ws);
+    let w = ws.bytes() as u8;
+    let pattern = match probe {
+        Probe::Sp => vec![],
+        Probe::Fp => vec![0x0c, a.fp as u8, 2 * w, 0x80 | a.fp as u8, 2],
+    };
+    Obj::new(ws)
+        .fde_of(cie, CODE, 0x100, insns)
+        .fde(PROBE - 0x10, 0x10, vec![])
+        .fde(PROBE, 0x10, vec![0x0e, 2 * w])
+        .fde(STACK, STACK_LEN + 2 * PATTERN, pattern)
+}
+
+/// A walk case: the FDE under test and the interrupted frame in it.
+#[derive(Clone, Debug)]
+struct WalkCase {
+    name: String,
+    ws: WordSize,
+    cie: usize,
+    insns: Vec<u8>,
+    /// The pc's offset in the FDE.
+    off: u64,
+    sp: u64,
+    fp: u64,
+}
+
+/// The frame-0 return-address slot of the case on the patterned stack
+/// (where `cfi::step` read the return address), if it is a word of the
+/// pattern.
+fn ra_slot(mem: &mut Mem, c: &WalkCase) -> Option<u64> {
+    let f = Frame {
+        ip: CODE + c.off,
+        sp: c.sp,
+        fp: Some(c.fp),
+        ip_is_return_address: false,
+    };
+    let Ok(Step::Caller(caller)) = cfi::step(mem, HDR, c.ws, &f) else {
+        return None;
+    };
+    let slot = caller.ip.checked_sub(PATTERN)?;
+    (slot % c.ws.bytes() == 0 && mem.read_word(slot, c.ws) == Some(caller.ip)).then_some(slot)
+}
+
+/// What a case exercised (to check the hand-written cases cover every
+/// kind of row).
+fn kinds(row: &PackedRow, signal: bool) -> Vec<&'static str> {
+    let mut k = vec![match row.cfa_rule() {
+        Some(CfaRule::Sp(_)) => "cfa sp",
+        Some(CfaRule::Fp(_)) => "cfa fp",
+        Some(CfaRule::Plt(_)) => "cfa plt",
+        Some(CfaRule::DerefFp(_)) => "cfa deref fp",
+        None => "refused",
+    }];
+    if row.refusal().is_none() {
+        k.push(match row.ra_rule() {
+            Some(_) => "ra at",
+            None => "ra undefined",
+        });
+        k.push(match row.fp_rule() {
+            FpRule::Keep => "fp keep",
+            FpRule::At(_) => "fp at",
+            FpRule::Val(_) => "fp val",
+            FpRule::AtFp(_) => "fp at fp",
+            FpRule::Undefined => "fp undefined",
+        });
+        if signal {
+            k.push("signal");
+        }
+    }
+    k
+}
+
+/// Walk `c` both ways, with each probe, on the patterned stack and with
+/// the return address replaced by PROBE (and by a kernel address): the
+/// same trace, stop and steps.  Also: the rows of the FDE under test are
+/// `rules_in`'s at every pc of it.  Returns what frame 0 exercised and
+/// the causes of the reference's refused steps.
+fn check_walk_case(c: &WalkCase) -> Result<(Vec<&'static str>, Vec<Cause>), String> {
+    let ws = c.ws;
+    let mut exercised = Vec::new();
+    let mut refused = Vec::new();
+    for probe in [Probe::Sp, Probe::Fp] {
+        let (mem, _) = walk_object(ws, c.cie, c.insns.clone(), probe).build();
+        let mut mem = mem.with_stack(ws);
+        // The rows of the FDE under test, pc by pc.
+        let h = hdr_of(&mut mem, ws);
+        let mut rows = Rows::default();
+        for pc in CODE..CODE + 0x100 {
+            let want = oracle(&mut mem, &h, ws, pc);
+            let (got, _) = compiled(&mut rows, &mut mem, &h, ws, pc);
+            if !agrees(&got, &want) {
+                return Err(format!(
+                    "{}: pc {pc:#x}: rows {got:?}, rules_in {want:?}",
+                    c.name
+                ));
+            }
+        }
+        let slot = ra_slot(&mut mem, c);
+        let mut variants = vec![("patterned stack", mem.clone())];
+        if let Some(slot) = slot {
+            let mut m = mem.clone();
+            m.put_word(slot, PROBE, ws);
+            variants.push(("return address PROBE", m));
+            if ws == WordSize::W8 {
+                let mut m = mem.clone();
+                m.put_word(slot, 0xffff_ffff_8100_0000, ws);
+                variants.push(("return address in the kernel", m));
+            }
+        }
+        for (what, mem) in variants {
+            let r = regs(ws, CODE + c.off, c.sp, c.fp);
+            let (want, step) = reference_walk(&r, &mut mem.clone(), 8);
+            refused.extend(Cause::ALL.iter().filter(|&&k| want.refused[k as usize] > 0));
+            let mut m = mem.clone();
+            let mut tables = OneObject::new(&mut m, ws);
+            let (got, _) = table_walk(&r, &mut m, &mut tables, 8);
+            if got != want {
+                return Err(format!(
+                    "{} ({probe:?} probe, {what}): walk_tables {got:x?}, by cfi::step {want:x?}",
+                    c.name
+                ));
+            }
+            // Again with every row remembered: nothing compiled, the same.
+            let fills = tables.fills;
+            let (again, stats) = table_walk(&r, &mut m, &mut tables, 8);
+            if again != want || tables.fills != fills {
+                return Err(format!(
+                    "{} ({probe:?} probe, {what}): second walk {again:x?} ({} fills), first {want:x?}",
+                    c.name,
+                    tables.fills - fills
+                ));
+            }
+            // Nothing compiled: the reads are the table steps' stack
+            // reads, at most three words a step (the last one may end
+            // the walk).
+            let steps = stats.table_frames + stats.refused.iter().sum::<u32>() + 1;
+            if stats.reads > 3 * steps {
+                return Err(format!(
+                    "{}: {} reads for {} table steps",
+                    c.name, stats.reads, steps
+                ));
+            }
+            let stepped = step.is_ok();
+            if stepped {
+                if let Some((row, signal)) = tables.rows.lookup(CODE + c.off) {
+                    exercised.extend(kinds(&row, signal));
+                }
+            }
+        }
+    }
+    Ok((exercised, refused))
+}
+
+/// Bytes of `DW_CFA_def_cfa_expression` of x86's PLT pattern.
+fn plt_insns(ws: WordSize, threshold: u8, shift: u8) -> Vec<u8> {
+    let a = Arch::of(ws);
+    let w = ws.bytes() as u8;
+    vec![
+        0x0f,
+        11,
+        0x70 + a.sp as u8,
+        w,
+        0x70 + a.ra as u8,
+        0,
+        0x3f,
+        0x1a,
+        0x30 + threshold,
+        0x2a,
+        0x30 + shift,
+        0x24,
+        0x22,
+    ]
+}
+
+/// `DW_CFA_def_cfa_expression: DW_OP_breg<fp> off; DW_OP_deref`.
+fn deref_fp_insns(ws: WordSize, off: i64) -> Vec<u8> {
+    let e = [vec![0x70 + Arch::of(ws).fp as u8], sleb(off), vec![0x06]].concat();
+    [vec![0x0f, e.len() as u8], e].concat()
+}
+
+/// `DW_CFA_expression <fp>: DW_OP_breg<fp> off`.
+fn at_fp_insns(ws: WordSize, off: i64) -> Vec<u8> {
+    let fp = Arch::of(ws).fp as u8;
+    let e = [vec![0x70 + fp], sleb(off)].concat();
+    [vec![0x10, fp, e.len() as u8], e].concat()
+}
+
+/// The hand-written cases of word size `ws`.
+fn walk_cases_of(ws: WordSize) -> Vec<WalkCase> {
+    let a = Arch::of(ws);
+    let (sp, fp, ra) = (a.sp as u8, a.fp as u8, a.ra as u8);
+    let w = ws.bytes() as u8;
+    let (sp0, fp0) = (STACK + 0x800, STACK + 0xc00);
+    let case = |name: &str, insns: Vec<u8>, off: u64| WalkCase {
+        name: format!("{ws:?} {name}"),
+        ws,
+        cie: CIE_USUAL,
+        insns,
+        off,
+        sp: sp0,
+        fp: fp0,
+    };
+    // push %rbp; mov %rsp,%rbp; ...; leave
+    let fp_frame = vec![
+        0x41,
+        0x0e,
+        2 * w,
+        0x80 | fp,
+        2,
+        0x43,
+        0x0d,
+        fp,
+        0x4c,
+        0x0c,
+        sp,
+        w,
+    ];
+    let mut v = vec![
+        case("CIE's row: sp + word", vec![], 0),
+        case("sp + offset", vec![0x41, 0x0e, 4 * w], 1),
+        case("fp frame, entry", fp_frame.clone(), 0),
+        case("fp frame, after push", fp_frame.clone(), 1),
+        case("fp frame, body", fp_frame.clone(), 8),
+        case("fp frame, after leave", fp_frame.clone(), 0x10),
+        case("end of stack", vec![0x07, ra], 0),
+        case("fp val_offset", vec![0x0e, 4 * w, 0x14, fp, 3], 0),
+        case("fp val_offset_sf", vec![0x0e, 4 * w, 0x15, fp, 2], 0),
+        case("fp undefined", vec![0x07, fp], 0),
+        case("fp same_value", vec![0x08, fp], 0),
+        case("fp in itself", vec![0x09, fp, fp], 0),
+        case("fp restored", vec![0x80 | fp, 1, 0xc0 | fp], 0),
+        case(
+            "DRAP: CFA at fp - word, fp at fp",
+            [deref_fp_insns(ws, -i64::from(w)), at_fp_insns(ws, 0)].concat(),
+            0,
+        ),
+        case(
+            "DRAP: CFA at fp + 2 words, fp at fp - word",
+            [
+                deref_fp_insns(ws, 2 * i64::from(w)),
+                at_fp_insns(ws, -i64::from(w)),
+            ]
+            .concat(),
+            0,
+        ),
+        case(
+            "DRAP CFA after fp undefined",
+            [vec![0x07, fp], deref_fp_insns(ws, 0)].concat(),
+            0,
+        ),
+        case(
+            "remember, change, restore",
+            vec![0x0a, 0x0e, 4 * w, 0x41, 0x0b],
+            1,
+        ),
+        // Refused rows: the walk goes on by the frame pointer.
+        case("ra same_value", vec![0x08, ra], 0),
+        case("ra in another register", vec![0x09, ra, 3], 0),
+        case("ra val_offset", vec![0x14, ra, 1], 0),
+        case("CFA from another register", vec![0x0c, 3, 16], 0),
+        case("CFA another expression", vec![0x0f, 1, 0x30], 0),
+        case("fp in another register", vec![0x09, fp, 3], 0),
+        case("fp expression", vec![0x10, fp, 1, 0x30], 0),
+        case("fp val_expression", vec![0x16, fp, 1, 0x30], 0),
+        case("unsupported opcode, before", vec![0x41, 0x2d], 0),
+        case("unsupported opcode, after", vec![0x41, 0x2d], 1),
+        case("CFA not above sp", vec![0x0e, 0], 0),
+        case("CFA below sp", vec![0x13, 1], 0),
+        case("restore_state without remember", vec![0x0b], 0),
+        case(
+            "advance in the middle of an FDE",
+            vec![0x48, 0x0e, 3 * w],
+            9,
+        ),
+        WalkCase {
+            fp: sp0 - 0x40,
+            ..case(
+                "CFA from fp, fp below sp",
+                vec![0x0c, fp, 2 * w, 0x80 | fp, 2],
+                0,
+            )
+        },
+    ];
+    for (name, off) in [
+        ("PLT, below threshold", 3),
+        ("PLT, at threshold", 11),
+        ("PLT, above", 15),
+    ] {
+        v.push(case(name, plt_insns(ws, 11, 3), off));
+        v.push(case(
+            &format!("{name} (IBT)"),
+            plt_insns(ws, 10, ws.bytes().trailing_zeros() as u8),
+            off + 0x10,
+        ));
+    }
+    // Signal frames: the caller's rules are those of its ip, not ip - 1.
+    for (name, insns) in [
+        ("signal frame", vec![0x0e, 0x40, 0x80 | ra, 2, 0x80 | fp, 3]),
+        ("signal frame, fp kept", vec![0x0e, 0x10]),
+        (
+            "signal frame, CFA from fp",
+            vec![0x0c, fp, 0x20, 0x80 | ra, 1],
+        ),
+    ] {
+        v.push(WalkCase {
+            cie: CIE_SIGNAL,
+            ..case(name, insns, 4)
+        });
+    }
+    // Faults: the return address or saved fp beyond the stack.
+    v.push(WalkCase {
+        sp: STACK + STACK_LEN - u64::from(w),
+        ..case("return address beyond the stack", vec![0x0e, 2 * w], 0)
+    });
+    v.push(WalkCase {
+        fp: STACK + STACK_LEN - u64::from(w),
+        ..case(
+            "DRAP CFA beyond the stack",
+            deref_fp_insns(ws, 2 * i64::from(w)),
+            0,
+        )
+    });
+    v.push(WalkCase {
+        fp: STACK + STACK_LEN,
+        ..case("fp at fp beyond the stack", at_fp_insns(ws, 0), 0)
+    });
+    v.push(WalkCase {
+        sp: STACK + STACK_LEN - u64::from(w),
+        ..case(
+            "usual frame pair beyond the stack",
+            vec![0x0e, 3 * w, 0x80 | fp, 2],
+            0,
+        )
+    });
+    // An unaligned sp.
+    v.push(WalkCase {
+        sp: sp0 + 3,
+        ..case("unaligned sp", vec![0x0e, 4 * w, 0x80 | fp, 3], 0)
+    });
+    v
+}
+
+#[test]
+fn walk_by_rows_is_walk_by_step() {
+    let mut exercised = BTreeSet::new();
+    let mut refused = BTreeSet::new();
+    let mut n = 0;
+    for ws in [WordSize::W8, WordSize::W4] {
+        for c in walk_cases_of(ws) {
+            let (k, causes) = check_walk_case(&c).unwrap_or_else(|e| panic!("{e}"));
+            exercised.extend(k);
+            refused.extend(causes.iter().map(|k| k.name()));
+            n += 1;
+        }
+    }
+    println!("rows walk: {n} cases, kinds {exercised:?}, refusals {refused:?}");
+    for k in [
+        "cfa sp",
+        "cfa fp",
+        "cfa plt",
+        "cfa deref fp",
+        "ra at",
+        "ra undefined",
+        "fp keep",
+        "fp at",
+        "fp val",
+        "fp at fp",
+        "fp undefined",
+        "signal",
+    ] {
+        assert!(exercised.contains(k), "no case steps by {k}: {exercised:?}");
+    }
+    for k in [
+        "ra_rule",
+        "fp_rule",
+        "cfa_register",
+        "cfa_expression",
+        "cfa_not_above",
+        "opcode",
+        "malformed",
+        "fault",
+        "fp_unknown",
+    ] {
+        assert!(refused.contains(k), "no case refused by {k}: {refused:?}");
+    }
+}
+
+/// A transient refusal while compiling (instructions that cannot be
+/// read, a read budget too small) is returned and not remembered; the
+/// next fill compiles the FDE.
+#[test]
+fn transient_refusals_are_not_remembered() {
+    for ws in [WordSize::W8, WordSize::W4] {
+        let w = ws.bytes() as u8;
+        // Rows at 0, 1, 2, then nops past the first window of the
+        // instructions, then a last row: compiling reads past the window,
+        // the row at pc 0 does not.
+        let mut insns = vec![0x41, 0x0e, 2 * w, 0x41, 0x0e, 3 * w];
+        insns.extend([0u8; 200]);
+        insns.extend([0x41, 0x0e, 4 * w]);
+        let (mut mem, fde_at) = Obj::new(ws)
+            .fde(CODE - 0x100, 0x10, vec![])
+            .fde(CODE, 0x20, insns)
+            .build();
+        let h = hdr_of(&mut mem, ws);
+        let mut rows = Rows::default();
+        // An FDE compiled before: the faulting one must not disturb it.
+        let mut r = Reader::new(&mut mem);
+        rows.fill(&mut r, &h, ws, CODE - 0x100).unwrap();
+        let before = (rows.fdes.clone(), rows.rows.clone());
+
+        let hole = fde_at[1] + 4 + 4 + 4 + 4 + 1 + 150;
+        let saved: Vec<(u64, u8)> = (hole..hole + 8).map(|a| (a, mem.bytes[&a])).collect();
+        for &(a, _) in &saved {
+            mem.bytes.remove(&a);
+        }
+        // The uncompiled row at pc 0 does not need the hole.
+        let want = oracle(&mut mem, &h, ws, CODE);
+        assert!(
+            matches!(want, Answer::Row(v, _) if v.refusal.is_none()),
+            "{want:?}"
+        );
+        for pc in [CODE, CODE + 3] {
+            let mut r = Reader::new(&mut mem);
+            let got = rows.fill(&mut r, &h, ws, pc);
+            assert_eq!(got, Err(Refusal::Fault(cfi::Where::Instructions)), "{ws:?}");
+            assert_eq!(
+                (rows.fdes.clone(), rows.rows.clone()),
+                before,
+                "{ws:?}: remembered"
+            );
+            assert_eq!(rows.lookup(pc), None);
+        }
+        // A read budget too small.
+        for &(a, b) in &saved {
+            mem.bytes.insert(a, b);
+        }
+        for limit in 0..4 {
+            let mut r = Reader::with_limit(&mut mem, limit);
+            let got = rows.fill(&mut r, &h, ws, CODE + 3);
+            assert_eq!(
+                got,
+                Err(Refusal::Bound(Bound::Reads)),
+                "{ws:?} limit {limit}"
+            );
+            assert_eq!((rows.fdes.clone(), rows.rows.clone()), before);
+        }
+        // Readable again: compiled, and every pc answers as rules_in.
+        let mut r = Reader::new(&mut mem);
+        assert!(rows.fill(&mut r, &h, ws, CODE + 3).is_ok());
+        assert_eq!(rows.fdes.len(), 2);
+        assert_eq!(rows.rows.len(), before.1.len() + 4);
+        for pc in CODE..CODE + 0x20 {
+            let want = oracle(&mut mem, &h, ws, pc);
+            let got = rows.lookup(pc).ok_or(Refusal::NoFde);
+            assert!(agrees(&got, &want), "{ws:?} pc {pc:#x}: {got:?} {want:?}");
+        }
+        check_invariants(&rows).unwrap();
+    }
+}
+
+/// A pc no FDE covers is remembered (as refused, `no_fde`): the second
+/// lookup answers without a read.  So are malformed FDEs.
+#[test]
+fn pcs_without_fde_are_remembered() {
+    let ws = WordSize::W8;
+    let (mut mem, fde_at) = Obj::new(ws)
+        .fde(CODE, 0x10, vec![])
+        .fde(CODE + 0x20, 0x10, vec![0x0e, 16])
+        .build();
+    let h = hdr_of(&mut mem, ws);
+    let mut tables = OneObject {
+        hdr: h,
+        rows: Rows::default(),
+        fills: 0,
+    };
+    for pc in [
+        CODE - 1,
+        CODE + 0x10,
+        CODE + 0x1f,
+        CODE + 0x30,
+        0,
+        u64::MAX - 1,
+    ] {
+        for round in 0..2 {
+            let before = mem.reads;
+            let mut r = Reader::new(&mut mem);
+            let got = tables.row(&mut r, pc, ws);
+            let reads = r.reads();
+            assert_eq!(
+                got.map(|g| g.map(|(row, _)| row.refusal())),
+                Some(Ok(Some(Cause::NoFde))),
+                "pc {pc:#x}"
+            );
+            if round == 1 {
+                assert_eq!(reads, 0, "pc {pc:#x}: second lookup read");
+                assert_eq!(mem.reads, before);
+            } else {
+                assert!(reads > 0);
+            }
+        }
+    }
+    assert_eq!(tables.fills, 6);
+    // Only the pc itself: its neighbours are looked up anew.
+    assert_eq!(tables.rows.lookup(CODE + 0x11), None);
+    assert_eq!(tables.rows.lookup(CODE + 0x1e), None);
+    // The FDEs around are compiled as usual, in between the pcs.
+    let mut r = Reader::new(&mut mem);
+    assert!(tables.row(&mut r, CODE + 0x25, ws).unwrap().is_ok());
+    let mut r = Reader::new(&mut mem);
+    assert!(tables.row(&mut r, CODE + 5, ws).unwrap().is_ok());
+    check_invariants(&tables.rows).unwrap();
+    for pc in CODE - 2..CODE + 0x32 {
+        let want = oracle(&mut mem, &h, ws, pc);
+        let (got, _) = compiled(&mut tables.rows, &mut mem, &h, ws, pc);
+        assert!(agrees(&got, &want), "pc {pc:#x}: {got:?} {want:?}");
+    }
+    // A malformed FDE (its CIE pointer points after it) is remembered as
+    // refused for the pc, as rules_in refuses it.
+    let mut bad = mem.clone();
+    bad.put(fde_at[1] + 4, &0xffff_0000u32.to_le_bytes());
+    let mut rows = Rows::default();
+    let want = oracle(&mut bad, &h, ws, CODE + 0x25);
+    let (got, hit) = compiled(&mut rows, &mut bad, &h, ws, CODE + 0x25);
+    assert!(!hit && agrees(&got, &want), "{got:?} {want:?}");
+    assert!(
+        matches!(want, Answer::Row(v, None) if v.refusal == Some(Cause::Malformed)),
+        "{want:?}"
+    );
+    assert!(rows.lookup(CODE + 0x25).is_some());
+}
+
+/// The two documented bounds: an FDE over 4 GiB is not compiled (a
+/// transient `Bound::Memory`, nothing remembered); a return address or
+/// frame pointer saved beyond `i16` from the CFA is a refused row
+/// (`bound`) where the interpreter has a row.
+#[test]
+fn documented_bounds() {
+    let ws = WordSize::W8;
+    let a = Arch::X86_64;
+    let big = Obj::new(ws).fde_of(CIE_ABS, CODE, 1 << 33, vec![]);
+    let (mut mem, _) = big.build();
+    let h = hdr_of(&mut mem, ws);
+    let mut rows = Rows::default();
+    let mut r = Reader::new(&mut mem);
+    assert_eq!(
+        rows.fill(&mut r, &h, ws, CODE + 5),
+        Err(Refusal::Bound(Bound::Memory))
+    );
+    assert!(rows.fdes.is_empty() && rows.rows.is_empty());
+    assert!(
+        matches!(oracle(&mut mem, &h, ws, CODE + 5), Answer::Row(v, Some(false)) if v.refusal.is_none())
+    );
+
+    for (reg, off) in [(a.ra, 4096u64), (a.fp, 4096), (a.ra, 4095), (a.fp, 4095)] {
+        // offset_extended: reg at CFA - 8 * off.
+        let insns = [vec![0x05], uleb(reg), uleb(off)].concat();
+        let (mut mem, _) = Obj::new(ws).fde(CODE, 0x10, insns).build();
+        let h = hdr_of(&mut mem, ws);
+        let row = cfi::rules_in(&mut Reader::new(&mut mem), &h, ws, &at_pc(CODE))
+            .unwrap()
+            .0;
+        assert!(row.check(a).is_ok());
+        let mut rows = Rows::default();
+        let (got, _) = compiled(&mut rows, &mut mem, &h, ws, CODE);
+        let refusal = got.unwrap().0.refusal();
+        if off * 8 > 32768 {
+            assert_eq!(refusal, Some(Cause::Bound), "reg {reg} off {off}");
+        } else {
+            assert_eq!(refusal, None, "reg {reg} off {off}");
+        }
+    }
+}
+
+/// FDEs filled in every order of a few give the same rows, sorted.
+#[test]
+fn sorted_insertion() {
+    let ws = WordSize::W8;
+    let mut o = Obj::new(ws);
+    for i in 0..5u64 {
+        o = o.fde(
+            CODE + 0x100 * i,
+            0x40 + i,
+            vec![0x41, 0x0e, 16 + 8 * i as u8],
+        );
+    }
+    let (mut mem, _) = o.build();
+    let h = hdr_of(&mut mem, ws);
+    let pcs: Vec<u64> = (0..5)
+        .flat_map(|i| [CODE + 0x100 * i + 1, CODE + 0x100 * i + 0x80])
+        .collect();
+    let mut rng = Rng(7);
+    let mut reference: Option<Vec<FdeEntry>> = None;
+    for _ in 0..50 {
+        let mut order = pcs.clone();
+        rng.shuffle(&mut order);
+        let mut rows = Rows::default();
+        for &pc in &order {
+            let want = oracle(&mut mem, &h, ws, pc);
+            let (got, _) = compiled(&mut rows, &mut mem, &h, ws, pc);
+            assert!(agrees(&got, &want), "pc {pc:#x}: {got:?} {want:?}");
+        }
+        check_invariants(&rows).unwrap();
+        // Same entries whatever the order (rows may sit elsewhere).
+        let entries: Vec<FdeEntry> = rows
+            .fdes
+            .iter()
+            .map(|f| FdeEntry { first: 0, ..*f })
+            .collect();
+        match &reference {
+            None => reference = Some(entries),
+            Some(r) => assert_eq!(&entries, r),
+        }
+        for pc in CODE - 1..CODE + 0x500 {
+            let want = oracle(&mut mem, &h, ws, pc);
+            let (got, _) = compiled(&mut rows, &mut mem, &h, ws, pc);
+            assert!(agrees(&got, &want), "pc {pc:#x}: {got:?} {want:?}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------
+// Property tests.
+// ---------------------------------------------------------------------
+
+/// A register, as the arch names it.
+#[derive(Clone, Copy, Debug)]
+enum Reg {
+    Sp,
+    Fp,
+    Ra,
+    Other,
+}
+
+fn reg(r: Reg, a: Arch) -> u64 {
+    match r {
+        Reg::Sp => a.sp,
+        Reg::Fp => a.fp,
+        Reg::Ra => a.ra,
+        Reg::Other => 3,
+    }
+}
+
+/// A call-frame instruction, registers by role.
+#[derive(Clone, Debug)]
+enum Insn {
+    Advance(u8),
+    Advance1(u8),
+    Advance2(u16),
+    /// `set_loc` to the FDE's first pc + this (with an absolute `R`
+    /// encoding only; a nop otherwise).
+    SetLoc(u16),
+    DefCfa(Reg, u64),
+    DefCfaSf(Reg, i64),
+    DefCfaReg(Reg),
+    DefCfaOff(u64),
+    DefCfaOffSf(i64),
+    Offset(Reg, u64),
+    OffsetExt(Reg, u64),
+    OffsetExtSf(Reg, i64),
+    ValOffset(Reg, u64),
+    ValOffsetSf(Reg, i64),
+    NegOffsetExt(Reg, u64),
+    Restore(Reg),
+    RestoreExt(Reg),
+    Undefined(Reg),
+    SameValue(Reg),
+    Register(Reg, Reg),
+    Remember,
+    RestoreState,
+    Nop,
+    ArgsSize(u64),
+    Plt(u8, u8),
+    DerefFp(i64),
+    CfaExprOther,
+    /// `DW_CFA_expression reg: DW_OP_breg<fp> off`.
+    ExprBregFp(Reg, i64),
+    ExprOther(Reg),
+    ValExpr(Reg),
+    Bad(u8),
+}
+
+fn encode(i: &Insn, ws: WordSize, abs: Option<u64>) -> Vec<u8> {
+    let a = Arch::of(ws);
+    let r = |x: Reg| uleb(reg(x, a));
+    let fp = a.fp as u8;
+    match *i {
+        Insn::Advance(d) => vec![0x40 | (d & 0x3f)],
+        Insn::Advance1(d) => vec![0x02, d],
+        Insn::Advance2(d) => [vec![0x03], d.to_le_bytes().to_vec()].concat(),
+        Insn::SetLoc(d) => match abs {
+            Some(begin) if ws == WordSize::W8 => {
+                [vec![0x01], (begin + u64::from(d)).to_le_bytes().to_vec()].concat()
+            }
+            Some(begin) => [
+                vec![0x01],
+                ((begin + u64::from(d)) as u32).to_le_bytes().to_vec(),
+            ]
+            .concat(),
+            None => vec![0x00],
+        },
+        Insn::DefCfa(x, o) => [vec![0x0c], r(x), uleb(o)].concat(),
+        Insn::DefCfaSf(x, o) => [vec![0x12], r(x), sleb(o)].concat(),
+        Insn::DefCfaReg(x) => [vec![0x0d], r(x)].concat(),
+        Insn::DefCfaOff(o) => [vec![0x0e], uleb(o)].concat(),
+        Insn::DefCfaOffSf(o) => [vec![0x13], sleb(o)].concat(),
+        Insn::Offset(x, o) => [vec![0x80 | reg(x, a) as u8], uleb(o)].concat(),
+        Insn::OffsetExt(x, o) => [vec![0x05], r(x), uleb(o)].concat(),
+        Insn::OffsetExtSf(x, o) => [vec![0x11], r(x), sleb(o)].concat(),
+        Insn::ValOffset(x, o) => [vec![0x14], r(x), uleb(o)].concat(),
+        Insn::ValOffsetSf(x, o) => [vec![0x15], r(x), sleb(o)].concat(),
+        Insn::NegOffsetExt(x, o) => [vec![0x2f], r(x), uleb(o)].concat(),
+        Insn::Restore(x) => vec![0xc0 | reg(x, a) as u8],
+        Insn::RestoreExt(x) => [vec![0x06], r(x)].concat(),
+        Insn::Undefined(x) => [vec![0x07], r(x)].concat(),
+        Insn::SameValue(x) => [vec![0x08], r(x)].concat(),
+        Insn::Register(x, y) => [vec![0x09], r(x), r(y)].concat(),
+        Insn::Remember => vec![0x0a],
+        Insn::RestoreState => vec![0x0b],
+        Insn::Nop => vec![0x00],
+        Insn::ArgsSize(n) => [vec![0x2e], uleb(n)].concat(),
+        Insn::Plt(k, s) => {
+            let mut v = plt_insns(ws, 0, 0);
+            v[8] = 0x30 + (k & 31);
+            v[10] = 0x30 + (s & 31);
+            v
+        }
+        Insn::DerefFp(o) => deref_fp_insns(ws, o),
+        Insn::CfaExprOther => vec![0x0f, 1, 0x30],
+        Insn::ExprBregFp(x, o) => {
+            let e = [vec![0x70 + fp], sleb(o)].concat();
+            [vec![0x10], r(x), vec![e.len() as u8], e].concat()
+        }
+        Insn::ExprOther(x) => [vec![0x10], r(x), vec![1, 0x30]].concat(),
+        Insn::ValExpr(x) => [vec![0x16], r(x), vec![1, 0x30]].concat(),
+        Insn::Bad(op) => vec![op],
+    }
+}
+
+fn reg_s() -> impl Strategy<Value = Reg> {
+    prop_oneof![
+        2 => Just(Reg::Sp),
+        3 => Just(Reg::Fp),
+        3 => Just(Reg::Ra),
+        1 => Just(Reg::Other),
+    ]
+}
+
+fn insn_s() -> impl Strategy<Value = Insn> {
+    prop_oneof![
+        6 => (1u8..8).prop_map(Insn::Advance),
+        1 => (1u8..64).prop_map(Insn::Advance),
+        1 => any::<u8>().prop_map(Insn::Advance1),
+        1 => (0u16..300).prop_map(Insn::Advance2),
+        1 => (0u16..80).prop_map(Insn::SetLoc),
+        2 => (reg_s(), 0u64..64).prop_map(|(r, o)| Insn::DefCfa(r, o)),
+        1 => (reg_s(), -8i64..8).prop_map(|(r, o)| Insn::DefCfaSf(r, o)),
+        2 => reg_s().prop_map(Insn::DefCfaReg),
+        3 => (0u64..128).prop_map(Insn::DefCfaOff),
+        1 => (-16i64..16).prop_map(Insn::DefCfaOffSf),
+        4 => (reg_s(), 0u64..8).prop_map(|(r, o)| Insn::Offset(r, o)),
+        1 => (reg_s(), prop_oneof![0u64..8, 4000u64..5000]).prop_map(|(r, o)| Insn::OffsetExt(r, o)),
+        1 => (reg_s(), -8i64..8).prop_map(|(r, o)| Insn::OffsetExtSf(r, o)),
+        1 => (reg_s(), 0u64..8).prop_map(|(r, o)| Insn::ValOffset(r, o)),
+        1 => (reg_s(), -8i64..8).prop_map(|(r, o)| Insn::ValOffsetSf(r, o)),
+        1 => (reg_s(), 0u64..8).prop_map(|(r, o)| Insn::NegOffsetExt(r, o)),
+        1 => reg_s().prop_map(Insn::Restore),
+        1 => reg_s().prop_map(Insn::RestoreExt),
+        1 => reg_s().prop_map(Insn::Undefined),
+        1 => reg_s().prop_map(Insn::SameValue),
+        1 => (reg_s(), reg_s()).prop_map(|(r, s)| Insn::Register(r, s)),
+        2 => Just(Insn::Remember),
+        2 => Just(Insn::RestoreState),
+        1 => Just(Insn::Nop),
+        1 => (0u64..1000).prop_map(Insn::ArgsSize),
+        1 => (prop_oneof![9u8..12, 0u8..20], prop_oneof![2u8..4, 0u8..8]).prop_map(|(k, s)| Insn::Plt(k, s)),
+        2 => (-24i64..24).prop_map(Insn::DerefFp),
+        1 => Just(Insn::CfaExprOther),
+        2 => (reg_s(), -24i64..24).prop_map(|(r, o)| Insn::ExprBregFp(r, o)),
+        1 => reg_s().prop_map(Insn::ExprOther),
+        1 => reg_s().prop_map(Insn::ValExpr),
+        1 => prop_oneof![Just(0x2du8), Just(0x17), Just(0x1c), Just(0x3f)].prop_map(Insn::Bad),
+    ]
+}
+
+/// An FDE to generate: a gap before it (negative: it starts inside the
+/// previous one, whose end it may or may not pass), its length, CIE,
+/// instructions.
+fn fde_s() -> impl Strategy<Value = (i64, u64, usize, Vec<Insn>)> {
+    (
+        prop_oneof![3 => 0i64..6, 1 => -60i64..0],
+        1u64..80,
+        prop_oneof![3 => Just(CIE_USUAL), 1 => Just(CIE_SIGNAL), 1 => Just(CIE_ABS)],
+        proptest::collection::vec(insn_s(), 0..24),
+    )
+}
+
+/// The FDEs laid out from CODE; returns the object and the end of the
+/// last pc covered.
+fn object_of(ws: WordSize, fdes: &[(i64, u64, usize, Vec<Insn>)]) -> (Obj, u64) {
+    let mut o = Obj::new(ws);
+    let (mut at, mut end) = (CODE, CODE);
+    for (gap, len, cie, insns) in fdes {
+        at = at.saturating_add_signed(*gap).max(CODE);
+        let abs = (*cie == CIE_ABS).then_some(at);
+        let bytes: Vec<u8> = insns.iter().flat_map(|i| encode(i, ws, abs)).collect();
+        o = o.fde_of(*cie, at, *len, bytes);
+        at += len;
+        end = end.max(at);
+    }
+    (o, end)
+}
+
+/// Collects what `cfi::compile` gives.
+struct Collect(Vec<(u64, Result<Row, Refusal>)>);
+
+impl RowSink for Collect {
+    fn row(&mut self, loc: u64, row: Result<Row, Refusal>) -> Result<(), Refusal> {
+        self.0.push((loc, row));
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+
+    /// `cfi::compile` gives, for every pc of an FDE, `cfi::row_at`'s
+    /// answer; the object's rows, filled in a random order, give
+    /// `rules_in`'s for every pc in and around the FDEs.
+    #[test]
+    fn compiled_rows_are_row_at(
+        w4 in any::<bool>(),
+        fdes in proptest::collection::vec(fde_s(), 1..4),
+        seed in any::<u64>(),
+    ) {
+        let ws = if w4 { WordSize::W4 } else { WordSize::W8 };
+        let (o, end) = object_of(ws, &fdes);
+        let (mut mem, fde_at) = o.build();
+        let h = hdr_of(&mut mem, ws);
+        for &at in &fde_at {
+            let fde = cfi::read_fde(&mut Reader::new(&mut mem), h.eh_frame, at, ws).unwrap();
+            let mut rows = Collect(Vec::new());
+            cfi::compile(&mut Reader::with_limit(&mut mem, LOTS), &fde, ws, &mut rows).unwrap();
+            prop_assert!(!rows.0.is_empty());
+            prop_assert_eq!(rows.0[0].0, fde.pc_begin);
+            prop_assert!(rows.0.windows(2).all(|w| w[0].0 < w[1].0), "{:?}", rows.0);
+            for pc in fde.pc_begin..fde.pc_end {
+                let want = cfi::row_at(&mut Reader::with_limit(&mut mem, LOTS), &fde, ws, pc);
+                let got = rows.0.iter().rev().find(|r| r.0 <= pc).map(|r| r.1);
+                prop_assert_eq!(got, Some(want), "pc {:#x} rows {:?}", pc, rows.0);
+            }
+        }
+        let mut pcs: Vec<u64> = (CODE - 2..end + 2).collect();
+        Rng(seed | 1).shuffle(&mut pcs);
+        let mut rows = Rows::default();
+        for &pc in &pcs {
+            let want = oracle(&mut mem, &h, ws, pc);
+            let (got, hit) = compiled(&mut rows, &mut mem, &h, ws, pc);
+            prop_assert!(agrees(&got, &want), "pc {:#x}: rows {:?} (hit {}), rules_in {:?}", pc, got, hit, want);
+        }
+        prop_assert!(check_invariants(&rows).is_ok(), "{:?}", check_invariants(&rows));
+    }
+
+    /// A frame in an FDE of random instructions, at a random pc with a
+    /// random sp and fp: `walk_tables` walks what the walk by `cfi::step`
+    /// walks.
+    #[test]
+    fn walk_by_rows_is_walk_by_step_random(
+        w4 in any::<bool>(),
+        signal in any::<bool>(),
+        insns in proptest::collection::vec(insn_s(), 0..10),
+        off in 0u64..0x100,
+        sp in 0u64..STACK_LEN,
+        fp in 0u64..STACK_LEN + 0x10,
+        aligned in any::<bool>(),
+    ) {
+        let ws = if w4 { WordSize::W4 } else { WordSize::W8 };
+        let w = ws.bytes();
+        let (sp, fp) = if aligned { (sp & !(w - 1), fp & !(w - 1)) } else { (sp, fp) };
+        let c = WalkCase {
+            name: format!("random {insns:?}"),
+            ws,
+            cie: if signal { CIE_SIGNAL } else { CIE_USUAL },
+            insns: insns.iter().flat_map(|i| encode(i, ws, None)).collect(),
+            off,
+            sp: STACK + sp,
+            fp: STACK + fp,
+        };
+        // The documented bound: offsets beyond i16 are refused by the rows
+        // where the interpreter has a rule; such a row is not compared.
+        let (mut mem, _) = walk_object(ws, c.cie, c.insns.clone(), Probe::Sp).build();
+        let h = hdr_of(&mut mem, ws);
+        let mut rows = Rows::default();
+        let (got, _) = compiled(&mut rows, &mut mem, &h, ws, CODE + off);
+        prop_assume!(!matches!(got, Ok((row, _)) if row.refusal() == Some(Cause::Bound)));
+        if let Err(e) = check_walk_case(&c) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+}
+
+/// FDEs that overlap in the table (one inside another, one across
+/// another's end, two at the same pc): the hdr search finds, for each pc,
+/// the last entry starting at or below it, and the rows answer the same
+/// whatever order they were filled in (each FDE is remembered for the pcs
+/// the search finds it for only).
+#[test]
+fn overlapping_fdes_answer_as_the_search() {
+    let ws = WordSize::W8;
+    let layouts: [&[(u64, u64)]; 5] = [
+        // Nested.
+        &[(0, 0x100), (0x40, 0x10)],
+        // Across the end.
+        &[(0, 0x40), (0x20, 0x40)],
+        // Same start (the later entry is found), and one inside both.
+        &[(0, 0x40), (0, 0x20), (0x10, 0x8)],
+        // Empty FDE inside another.
+        &[(0, 0x40), (0x18, 0)],
+        // Chains.
+        &[
+            (0, 0x80),
+            (0x10, 0x60),
+            (0x20, 0x10),
+            (0x28, 0x30),
+            (0x70, 0x20),
+        ],
+    ];
+    for (k, layout) in layouts.iter().enumerate() {
+        let mut o = Obj::new(ws);
+        for (i, &(b, len)) in layout.iter().enumerate() {
+            // Each FDE its own CFA offset, and a row change in its middle.
+            let mid = (len / 2).min(63) as u8;
+            o = o.fde(
+                CODE + b,
+                len,
+                vec![0x0e, 16 + 8 * i as u8, 0x40 | mid, 0x0e, 0x80, 1],
+            );
+        }
+        let (mut mem, _) = o.build();
+        let h = hdr_of(&mut mem, ws);
+        let end = layout.iter().map(|&(b, l)| CODE + b + l).max().unwrap();
+        let mut pcs: Vec<u64> = (CODE - 1..end + 1).collect();
+        let mut rng = Rng(k as u64 + 1);
+        for round in 0..20 {
+            if round > 0 {
+                rng.shuffle(&mut pcs);
+            }
+            let mut rows = Rows::default();
+            for &pc in &pcs {
+                let want = oracle(&mut mem, &h, ws, pc);
+                let (got, hit) = compiled(&mut rows, &mut mem, &h, ws, pc);
+                assert!(
+                    agrees(&got, &want),
+                    "layout {layout:x?}, round {round}: pc {pc:#x}: rows {got:?} (hit {hit}), rules_in {want:?}"
+                );
+            }
+            check_invariants(&rows).unwrap_or_else(|e| panic!("layout {layout:x?}: {e}"));
+        }
+    }
+}
+
+/// The last pc has no one-pc range: a fill of it answers as `rules_in`
+/// and remembers nothing (before, it stored an entry that no lookup could
+/// find, at every fill).
+#[test]
+fn last_pc_is_not_remembered() {
+    for ws in [WordSize::W8, WordSize::W4] {
+        let (mut mem, _) = Obj::new(ws).fde(CODE, 0x10, vec![]).build();
+        let h = hdr_of(&mut mem, ws);
+        let mut rows = Rows::default();
+        let want = oracle(&mut mem, &h, ws, u64::MAX);
+        for _ in 0..3 {
+            let mut r = Reader::new(&mut mem);
+            let got = rows.fill(&mut r, &h, ws, u64::MAX);
+            assert_eq!(got, Err(Refusal::NoFde), "{ws:?}");
+            assert!(agrees(&got, &want), "{got:?} {want:?}");
+            assert!(rows.fdes.is_empty() && rows.rows.is_empty(), "{ws:?}");
+        }
+    }
+}
+
+/// A compat frame at the top of the 32-bit space: a caller's frame
+/// pointer that is the CFA + an offset past 4 GiB wraps, as `cfi::apply`
+/// wraps it, and the walks by rows and by steps end the same way.
+#[test]
+fn compat_fp_val_offset_wraps() {
+    let ws = WordSize::W4;
+    let fp = Arch::I386.fp as u8;
+    let sp0 = 0xffff_ff00u64;
+    // CFA = sp + 8, the return address at CFA - 4, the caller's fp =
+    // CFA + 0x400 (past 4 GiB) or CFA + 0x40.
+    for (name, n, stop) in [
+        ("past 4 GiB", -0x100, Stop::FramePointerBelowStack),
+        ("below 4 GiB", -0x10, Stop::Full),
+    ] {
+        let insns = [vec![0x0e, 8, 0x15, fp], sleb(n)].concat();
+        let (mut mem, _) = Obj::new(ws)
+            .fde(CODE, 0x10, insns)
+            // The caller: CFA = fp + 8, so its return address tells fp.
+            .fde(CODE + 0x80, 0x10, vec![0x0c, fp, 8])
+            .build();
+        mem.put_word(sp0 + 4, CODE + 0x81, ws);
+        mem.put_word(0xffff_ff4c, CODE + 0x400, ws);
+        let r = regs(ws, CODE, sp0, 0x1000);
+        let (want, _) = reference_walk(&r, &mut mem.clone(), 3);
+        let mut m = mem.clone();
+        let mut tables = OneObject::new(&mut m, ws);
+        let (got, _) = table_walk(&r, &mut m, &mut tables, 3);
+        assert_eq!(got, want, "{name}");
+        assert_eq!(got.stop, stop, "{name}: {got:x?}");
+    }
+}
