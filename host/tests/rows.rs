@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use unwind_logic::cfi::{
     self, Arch, Bound, Cause, Frame, Hdr, Reader, Refusal, Row, RowSink, Step, UserBytes,
 };
-use unwind_logic::rows::{CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow};
+use unwind_logic::rows::{CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, RaRule};
 use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize};
 use unwind_logic::walk_cases;
 
@@ -51,7 +51,7 @@ const LOTS: u32 = 1 << 24;
 struct View {
     refusal: Option<Cause>,
     cfa: Option<CfaRule>,
-    ra: Option<i16>,
+    ra: RaRule,
     fp: FpRule,
     /// The public offsets as stored.
     raw: (i32, i16, i16),
@@ -1055,18 +1055,21 @@ fn kinds(row: &PackedRow, signal: bool) -> Vec<&'static str> {
         Some(CfaRule::Fp(_)) => "cfa fp",
         Some(CfaRule::Plt(_)) => "cfa plt",
         Some(CfaRule::DerefFp(_)) => "cfa deref fp",
+        Some(CfaRule::DerefSp(_)) => "cfa deref sp",
         None => "refused",
     }];
     if row.refusal().is_none() {
         k.push(match row.ra_rule() {
-            Some(_) => "ra at",
-            None => "ra undefined",
+            RaRule::At(_) => "ra at",
+            RaRule::AtSp(_) => "ra at sp",
+            RaRule::Undefined => "ra undefined",
         });
         k.push(match row.fp_rule() {
             FpRule::Keep => "fp keep",
             FpRule::At(_) => "fp at",
             FpRule::Val(_) => "fp val",
             FpRule::AtFp(_) => "fp at fp",
+            FpRule::AtSp(_) => "fp at sp",
             FpRule::Undefined => "fp undefined",
         });
         if signal {
@@ -1191,6 +1194,26 @@ fn at_fp_insns(ws: WordSize, off: i64) -> Vec<u8> {
     [vec![0x10, fp, e.len() as u8], e].concat()
 }
 
+/// A signal frame's (`__restore_rt`): `DW_CFA_def_cfa_expression:
+/// DW_OP_breg<sp> cfa; DW_OP_deref`, and the return address and frame
+/// pointer `DW_CFA_expression: DW_OP_breg<sp> off`.
+fn sigreturn_insns(ws: WordSize, cfa: i64, ra: i64, fp: i64) -> Vec<u8> {
+    let a = Arch::of(ws);
+    let sp = 0x70 + a.sp as u8;
+    let e = [vec![sp], sleb(cfa), vec![0x06]].concat();
+    let at = |reg: u8, off: i64| {
+        let e = [vec![sp], sleb(off)].concat();
+        [vec![0x10, reg, e.len() as u8], e].concat()
+    };
+    [
+        vec![0x0f, e.len() as u8],
+        e,
+        at(a.ra as u8, ra),
+        at(a.fp as u8, fp),
+    ]
+    .concat()
+}
+
 /// The hand-written cases of word size `ws`.
 fn walk_cases_of(ws: WordSize) -> Vec<WalkCase> {
     let a = Arch::of(ws);
@@ -1307,6 +1330,10 @@ fn walk_cases_of(ws: WordSize) -> Vec<WalkCase> {
             "signal frame, CFA from fp",
             vec![0x0c, fp, 0x20, 0x80 | ra, 1],
         ),
+        (
+            "sigreturn: CFA the saved sp, ra and fp at sp + off",
+            sigreturn_insns(ws, 20 * i64::from(w), 21 * i64::from(w), 15 * i64::from(w)),
+        ),
     ] {
         v.push(WalkCase {
             cie: CIE_SIGNAL,
@@ -1365,12 +1392,15 @@ fn walk_by_rows_is_walk_by_step() {
         "cfa fp",
         "cfa plt",
         "cfa deref fp",
+        "cfa deref sp",
         "ra at",
+        "ra at sp",
         "ra undefined",
         "fp keep",
         "fp at",
         "fp val",
         "fp at fp",
+        "fp at sp",
         "fp undefined",
         "signal",
     ] {
