@@ -187,6 +187,18 @@ pub unsafe extern "C" fn unwind_user_tables_stat(
     }
 }
 
+/// Free `mm`'s compiled unwind rows; called by `__mmput()`.
+///
+/// # Safety
+///
+/// `mm` must be valid, and no task may use it any more.
+#[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+#[no_mangle]
+pub unsafe extern "C" fn unwind_user_mm_exit(mm: *mut bindings::mm_struct) {
+    // SAFETY: The caller's duties are `mm_exit`'s.
+    unsafe { crate::tables::mm_exit(mm) }
+}
+
 // Each function has the type of its C prototype.
 const _: () = {
     type User = unsafe extern "C" fn(*mut bindings::unwind_stacktrace, c_uint) -> c_int;
@@ -212,5 +224,7 @@ const _: () = {
     {
         type Stat = unsafe extern "C" fn(c_uint, *mut u64) -> *const kernel::ffi::c_char;
         let _: [Stat; 2] = [unwind_user_tables_stat, bindings::unwind_user_tables_stat];
+        type MmExit = unsafe extern "C" fn(*mut bindings::mm_struct);
+        let _: [MmExit; 2] = [unwind_user_mm_exit, bindings::unwind_user_mm_exit];
     }
 };

@@ -13,8 +13,9 @@
 //!
 //! **The cache.**  Each mm that a table walk met has an [`MmTables`]
 //! (`mm->unwind_user_tables`, allocated at its first walk, freed by
-//! `__mmput()` through [`unwind_user_mm_exit`], so at exit and at exec,
-//! whose old mm goes the same way).  It holds, sorted by address, one
+//! `__mmput()` through `unwind_user_mm_exit()` ([`mm_exit`]), so at exit
+//! and at exec, whose old mm goes the same way).  It holds, sorted by
+//! address, one
 //! [`Object`] per mapping that a walk met: its VMA range, the file it
 //! maps (a reference is held, so the file cannot be freed and another one
 //! take its address) and file offset, its parsed `.eh_frame_hdr` or none
@@ -214,7 +215,7 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
     // SAFETY: The field is written once from null by
     // `unwind_user_mm_install()` (a cmpxchg) and cleared only when no task
     // uses the mm; a racy read sees null or the installed cache.
-    let cur = unsafe { core::ptr::read_volatile(&raw const (*mm.as_raw()).unwind_user_tables) };
+    let cur = unsafe { core::ptr::read_volatile(&raw const (*mm.as_raw()).__bindgen_anon_1.unwind_user_tables) };
     let cur = if cur.is_null() {
         let new = KBox::pin_init(
             pin_init!(MmTables {
@@ -248,16 +249,21 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
     Some(unsafe { &*cur.cast::<MmTables>() })
 }
 
-/// Free `mm`'s compiled rows: called by `__mmput()` when no task uses `mm`
-/// any more, so nothing else can hold the cache.
+/// Free `mm`'s compiled rows (`unwind_user_mm_exit()`, called by
+/// `__mmput()` when no task uses `mm` any more, so nothing else can hold
+/// the cache).
 ///
 /// # Safety
 ///
 /// `mm` must be valid, and no walk may use its cache (no task uses it).
-#[no_mangle]
-pub unsafe extern "C" fn unwind_user_mm_exit(mm: *mut bindings::mm_struct) {
+pub(crate) unsafe fn mm_exit(mm: *mut bindings::mm_struct) {
     // SAFETY: `mm` is valid (caller's duty) and nobody else uses the field.
-    let p = unsafe { core::ptr::replace(&raw mut (*mm).unwind_user_tables, core::ptr::null_mut()) };
+    let p = unsafe {
+        core::ptr::replace(
+            &raw mut (*mm).__bindgen_anon_1.unwind_user_tables,
+            core::ptr::null_mut(),
+        )
+    };
     if p.is_null() {
         return;
     }

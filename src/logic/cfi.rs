@@ -1649,6 +1649,8 @@ pub fn cfa_ok(cfa: u64, sp: u64, ws: WordSize, signal_sp: bool) -> bool {
     ws.wrap(cfa) == cfa && if signal_sp { cfa != sp } else { cfa > sp }
 }
 
+// Test-only: the walk uses compiled rows (super::rows) and `apply`.
+#[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
 /// One unwind step from `frame` by the object whose `.eh_frame_hdr` is at
 /// `hdr`: search the table, parse the FDE and its CIE, run the
 /// instructions up to the frame's pc, and compute the caller.
@@ -1657,6 +1659,8 @@ pub fn step<M: UserBytes>(mem: &mut M, hdr: u64, ws: WordSize, frame: &Frame) ->
     step_with(&mut r, hdr, ws, frame)
 }
 
+// Test-only: the walk uses compiled rows (super::rows) and `apply`.
+#[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
 /// [`step`] with a given reader (whose reads count against the bound).
 pub fn step_with<M: UserBytes>(
     r: &mut Reader<'_, M>,
@@ -1668,6 +1672,8 @@ pub fn step_with<M: UserBytes>(
     step_in(r, &h, ws, frame)
 }
 
+// Test-only: the walk uses compiled rows (super::rows) and `apply`.
+#[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
 /// [`step_with`] by an object's already parsed `.eh_frame_hdr` (for a
 /// caller that keeps the [`Hdr`] of the objects it has met).
 pub fn step_in<M: UserBytes>(

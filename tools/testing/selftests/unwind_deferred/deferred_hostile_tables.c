@@ -15,8 +15,8 @@
  * ht_caller() <- ht_outer() <- child() <- run_case() <- test_case() <-
  * main(), all with frame pointers (this binary is static, -O1, frame
  * pointers, linked without --eh-frame-hdr: it has no PT_GNU_EH_FRAME, so
- * its own frames are always walked by frame pointer, and each walk counts
- * one no_eh_frame for it).
+ * its own frames are always walked by frame pointer; the lookup that
+ * finds no hdr for it is remembered for the process, one no_eh_frame).
  *
  * A per-task 10 kHz cpu-clock event with defer_callchain samples the
  * child.  With /proc/sys/kernel/unwind_user_tables present (the Rust
@@ -39,8 +39,10 @@
  *
  * The cases and their counters (src/logic/cfi.rs):
  *   garbage       hdr version byte != 1: read_hdr() says NoTable, the
- *                 lookup has no hdr: no_eh_frame (2 per blob walk: the
- *                 object and this binary), no refused_*
+ *                 lookup has no hdr: no_eh_frame (2 per process: the
+ *                 object and this binary, each remembered as having no
+ *                 tables), then no_tables for every frame of either (2
+ *                 per blob walk at least), no refused_*
  *   huge_count    version 1, fde_count 2^44, eh_frame_ptr outside: the
  *                 first probe is 2^46 bytes past the table, past the user
  *                 address space: Fault(Table), refused_fault
@@ -709,7 +711,8 @@ static __attribute__((noipa)) void test_case(const struct tcase *c, bool tables)
 	} else if (tables) {
 		int64_t main_d = stats_delta(&before, &after, c->counter);
 		int64_t tf = stats_delta(&before, &after, "table_frames");
-		uint64_t need = c->kind == K_GARBAGE ? 2 * nblob : nblob;
+		uint64_t need = c->kind == K_GARBAGE ? 2 : nblob;
+		int64_t nt = stats_delta(&before, &after, "no_tables");
 
 		ksft_print_msg("  %s %+lld, table_frames %+lld, no_eh_frame %+lld, walks %+lld\n",
 			       c->counter, (long long)main_d, (long long)tf,
@@ -719,6 +722,11 @@ static __attribute__((noipa)) void test_case(const struct tcase *c, bool tables)
 			ksft_print_msg("  %s grew by %lld, want at least %llu\n",
 				       c->counter, (long long)main_d,
 				       (unsigned long long)need);
+			bad++;
+		}
+		if (c->kind == K_GARBAGE && (nt < 0 || (uint64_t)nt < 2 * nblob)) {
+			ksft_print_msg("  no_tables grew by %lld, want at least %zu\n",
+				       (long long)nt, 2 * nblob);
 			bad++;
 		}
 		if (c->kind != K_VALID && tf != 0) {
@@ -811,7 +819,7 @@ int main(int argc, char **argv)
 
 		if (dc_tables_set(1))
 			ksft_exit_fail_msg("writing %s/tables\n", DC_UW_DIR);
-		ksft_print_msg("tables on (was %s)\n", was == 1 ? "Y" : "N");
+		ksft_print_msg("tables on (was %s)\n", was == 1 ? "on" : "off");
 	} else {
 		ksft_print_msg("%s/tables not available: frame pointers only, invariants only\n",
 			       DC_UW_DIR);

@@ -48,6 +48,12 @@ TABLES=/proc/sys/kernel/unwind_user_tables
 grep -q " /sys/kernel/debug debugfs " /proc/mounts ||
 	mount -t debugfs none /sys/kernel/debug 2>/dev/null
 if [ -w "$TABLES" ]; then modes="0 1"; was=$(cat "$TABLES"); else modes=none; fi
+fail=0
+# A kernel built with unwind tables must have the switch (fail closed).
+if [ "$modes" = none ] && grep -q ' unwind_user_tables_stat$' /proc/kallsyms; then
+	echo "FAIL: this kernel has unwind tables but no $TABLES"
+	fail=1
+fi
 for m in $modes; do
 	if [ "$m" = none ]; then
 		echo "---- this kernel has no unwind tables: frame pointers only"
@@ -64,12 +70,20 @@ for m in $modes; do
 	awk 'BEGIN { RS = "" }
 	     /sort_cmp/ && a < 1 { print; print ""; a++ }
 	     /read_from_/ && !/sort_cmp/ && b < 1 { print; print ""; b++ }' frameless.txt
-	echo "stacks: $(awk 'BEGIN { RS = "" } /cpu-clock|frameless/ { n++ } END { print n + 0 }' frameless.txt)," \
-		"reaching main: $(awk 'BEGIN { RS = "" } / main[+ ]/ { n++ } END { print n + 0 }' frameless.txt)," \
+	stacks=$(awk 'BEGIN { RS = "" } /cpu-clock|frameless/ { n++ } END { print n + 0 }' frameless.txt)
+	mains=$(awk 'BEGIN { RS = "" } / main[+ ]/ { n++ } END { print n + 0 }' frameless.txt)
+	echo "stacks: $stacks, reaching main: $mains," \
 		"reaching _start: $(awk 'BEGIN { RS = "" } / _start / { n++ } END { print n + 0 }' frameless.txt)"
+	# With tables on, the frameless program's stacks reach main (the
+	# rest: samples in the start-up and exit, before and after main).
+	if [ "$m" = 1 ] && [ $((mains * 2)) -lt "$stacks" ]; then
+		echo "FAIL: with unwind tables on, only $mains of $stacks stacks reach main"
+		fail=1
+	fi
 done
 if [ "$modes" != none ]; then
 	echo "$was" >"$TABLES"
 	echo "---- $(grep -E '^(walks|table_frames|fp_frames|lookups|row_hits|row_misses|cache_bytes|end_of_stack) ' \
 		/sys/kernel/debug/unwind_user/stats | tr '\n' ' ')"
 fi
+exit $fail
