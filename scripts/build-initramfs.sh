@@ -29,9 +29,12 @@ mkdir -p "$ROOT"/{bin,dev,proc,sys,tmp,tests,usr/bin,etc}
 cp /bin/busybox "$ROOT/bin/busybox"
 file "$ROOT/bin/busybox" | grep -q 'statically linked' || die "/bin/busybox is not static (busybox-static)"
 cp "$TOP/scripts/guest/init" "$ROOT/init"
-# Every program the selftests' Makefile builds, and its scripts.
+# Every program the selftests' Makefile builds, the files they load
+# (TEST_GEN_FILES: deferred_tables_cache's liba.so and libb.so, next to
+# it in /tests), and its scripts.
 progs=$(make -s -C "$T" OUTPUT="$BUILD/selftests" KHDR_INCLUDES="-isystem $HDR" \
-	--eval='print-progs: ; @echo $(TEST_GEN_PROGS) $(TEST_GEN_PROGS_EXTENDED)' print-progs)
+	--eval='print-progs: ; @echo $(TEST_GEN_PROGS) $(TEST_GEN_PROGS_EXTENDED) $(TEST_GEN_FILES)' \
+	print-progs)
 for f in $progs; do
 	cp "$f" "$ROOT/tests/"
 done
