@@ -36,16 +36,19 @@
 //! dlclose and a new object mapped at the same address all drop what no
 //! longer holds; the rows of unchanged objects survive malloc's mmaps.
 //!
-//! **Bounds.**  The rows of one mm are capped at
+//! **Bounds.**  The objects and rows of one mm are capped at
 //! `kernel.unwind_user_tables_max_kb` (sysctl, 1 MiB by default): a walk
-//! that needs to compile more drops all the mm's rows first (counted as an
-//! eviction) and starts again.  Allocations are `GFP_KERNEL_ACCOUNT`,
+//! that needs to compile more drops every other object and all rows first
+//! (counted as an eviction) and starts again.  Allocations are `GFP_KERNEL_ACCOUNT`,
 //! charged to the process's memory cgroup.  A walk finds at most
 //! [`MAX_LOOKUPS`] new objects (each takes the mmap read lock and reads
 //! ELF headers), and every user read of a lookup or a compilation is
 //! charged to the walk's read budget.  Nothing transient (a fault, the
 //! budget, no memory) is remembered.  There is no shrinker: the cap bounds
-//! each mm, and the memory is the process's own, charged to it.
+//! each mm, and the memory is the process's own, charged to it.  An
+//! object's file stays referenced until a walk finds its mapping gone or
+//! the mm goes: a file unmapped since the process's last walk keeps its
+//! filesystem busy (umount says EBUSY) until then.
 //!
 //! **Concurrency.**  The cache's mutex is held for a whole walk: threads of
 //! one mm walk one after the other.  Lock order: the cache's mutex, then
@@ -137,9 +140,11 @@ struct Object {
 }
 
 impl Object {
-    /// Bytes allocated for its rows.
+    /// Bytes allocated for it and its rows (counted against the cap, so
+    /// that many objects without rows are bounded too).
     fn bytes(&self) -> usize {
-        self.rows.fdes.0.capacity() * core::mem::size_of::<FdeEntry>()
+        core::mem::size_of::<Object>()
+            + self.rows.fdes.0.capacity() * core::mem::size_of::<FdeEntry>()
             + self.rows.rows.0.capacity() * core::mem::size_of::<PackedRow>()
     }
 
@@ -373,7 +378,14 @@ impl<'a> TaskTables<'a> {
                         // SAFETY: As above.
                         let (f0, o) =
                             unsafe { ((*first.as_ptr()).vm_file, (*first.as_ptr()).vm_pgoff) };
-                        (first.start() == base && core::ptr::eq(f0, f) && o == 0).then_some(base)
+                        // The same file, or its inode mapped through
+                        // another open() (a MAP_FIXED remap of the code).
+                        let same = core::ptr::eq(f0, f)
+                            || (!f0.is_null()
+                                // SAFETY: Both files are valid while their
+                                // vmas are (the mmap read lock is held).
+                                && unsafe { core::ptr::eq((*f0).f_inode, (*f).f_inode) });
+                        (first.start() == base && same && o == 0).then_some(base)
                     });
                 (Some(file), base)
             };
@@ -407,7 +419,9 @@ impl<'a> TaskTables<'a> {
             hdr,
             rows: Rows::default(),
         };
+        let bytes = object.bytes();
         g.objects.insert_within_capacity(at, object).ok()?;
+        g.add_bytes(0, bytes);
         Some(at)
     }
 
@@ -457,7 +471,7 @@ impl Tables for TaskTables<'_> {
                 .checked_sub(1)
                 .filter(|&i| g.objects.get(i).is_some_and(covers)),
         };
-        let i = match known {
+        let mut i = match known {
             Some(i) => i,
             None => self.add_object(r, pc, ws)?,
         };
@@ -471,12 +485,18 @@ impl Tables for TaskTables<'_> {
         }
         self.misses = self.misses.saturating_add(1);
         if g.bytes >= cap() {
-            // Over the cap: drop every row of the mm and start again.
-            let freed = g.bytes;
-            for o in g.objects.iter_mut() {
+            // Over the cap: drop every other object and every row, and
+            // start again from this object.
+            let start = o.start;
+            g.retain(|o| o.start == start);
+            if let Some(o) = g.objects.get_mut(0) {
+                let before = o.bytes();
                 o.rows = Rows::default();
+                let after = o.bytes();
+                g.add_bytes(before, after);
             }
-            g.add_bytes(freed, 0);
+            i = 0;
+            self.last = 0;
             self.evictions = self.evictions.saturating_add(1);
         }
         let o = g.objects.get_mut(i)?;
