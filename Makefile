@@ -27,7 +27,7 @@ SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_threads \
 	deferred_bench deferred_bench_32 deferred_hostile deferred_hostile_32 \
 	deferred_tables deferred_tables_32 deferred_tables_fp deferred_tables_fp_32 \
 	deferred_hostile_tables \
-	perf_defer.sh
+	perf_defer.sh perf_real.sh
 export SELFTESTS
 # Tests that must fail on the upstream C kernel: the upstream 7.3 bugs the
 # Rust kernel fixes (see README, "Deviations").  guestlog.py counts them as
@@ -38,18 +38,25 @@ XFAIL_c := deferred_exit:2 deferred_cpu_bare:2 deferred_cpu_bare:3 \
 # statistics), and only there: deferred_stress's kmalloc-4k count runs on
 # the debug kernels (SLUB_DEBUG).
 SKIP_nodebug := deferred_stress:8
+# Tests that must report SKIP on the upstream C kernel and only there:
+# perf_real.sh's comparison of the table walk with perf's DWARF unwinder
+# (upstream walks frame pointers only; there is no table walk to compare).
+SKIP_c := perf_real.sh:1
+# The real programs perf_real.sh profiles on the Rust kernel, compared
+# on the host by scripts/compare-real.py (make real-programs).
+REAL_COMPARED := perl gzip bzip2 grep
 KUNIT_SUITES := example rust_doctests_kernel
 KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred \
 	unwind_rust_tables
 # What `make check` must have produced results for (a missing one fails).
-CHECK_RESULTS := host-guestlog host-compare host-cargo-test host-loom c-test rust-test \
-	rust-debug-test symbols differential
+CHECK_RESULTS := host-guestlog host-compare host-compare-real host-cargo-test host-loom \
+	c-test rust-test rust-debug-test symbols differential real-programs
 CHECK_FULL_RESULTS := $(CHECK_RESULTS) c-debug-test
 
 .PHONY: all demo check check-full bench kernel-c-debug kernel-rust-debug \
 	guest-test-c-debug guest-test-rust-debug setup source overlay kernel-c kernel-rust perf \
 	initramfs guest-test-c guest-test-rust guest-demo symbols differential \
-	host-test diff clean distclean timings
+	real-programs host-test diff clean distclean timings
 
 all: demo
 
@@ -79,7 +86,7 @@ initramfs: kernel-c perf
 guest-test-c: kernel-c initramfs
 	@$(S) guest-test-c scripts/run-guest.sh c test guest $(SELFTESTS) \
 		$(addprefix --kunit-suite=,$(KUNIT_SUITES)) \
-		$(addprefix --xfail=,$(XFAIL_c)) $(addprefix --skip=,$(SKIP_nodebug))
+		$(addprefix --xfail=,$(XFAIL_c)) $(addprefix --skip=,$(SKIP_nodebug) $(SKIP_c))
 guest-test-rust: kernel-rust initramfs
 	@$(S) guest-test-rust scripts/run-guest.sh rust test guest $(SELFTESTS) \
 		$(addprefix --kunit-suite=,$(KUNIT_SUITES) $(KUNIT_SUITES_rust)) \
@@ -95,7 +102,7 @@ guest-test-c-debug: kernel-c-debug initramfs
 	@GUEST_TIMEOUT=1800 $(S) guest-test-c-debug scripts/run-guest.sh c-debug test \
 		guest $(SELFTESTS) kmemleak \
 		$(addprefix --kunit-suite=,$(KUNIT_SUITES)) \
-		$(addprefix --xfail=,$(XFAIL_c))
+		$(addprefix --xfail=,$(XFAIL_c)) $(addprefix --skip=,$(SKIP_c))
 
 guest-demo: kernel-$(DEMO_VARIANT) initramfs
 	@$(S) guest-demo-$(DEMO_VARIANT) scripts/run-guest.sh $(DEMO_VARIANT) demo
@@ -110,6 +117,14 @@ differential:
 	@$(S) differential scripts/compare-stacks.py $(BUILD)/logs/c-test.log \
 		$(BUILD)/logs/rust-test.log --session perf-task --session perf-all \
 		--results $(BUILD)/results/differential.txt
+
+# Debian's programs without frame pointers: the Rust kernel's table walk
+# against perf's own DWARF unwinder, step by step (reads the log of
+# guest-test-rust and the objects of the initramfs it ran).
+real-programs:
+	@$(S) real-programs scripts/compare-real.py $(BUILD)/logs/rust-test.log \
+		--root $(BUILD)/initramfs $(addprefix --program ,$(REAL_COMPARED)) \
+		--results $(BUILD)/results/real-programs.txt
 
 # Rust vs C, timed under QEMU -icount (its own kernels: no lockdep).
 bench: initramfs
@@ -138,6 +153,7 @@ check:
 	@$(MAKE) -s guest-test-rust-debug
 	@$(MAKE) -s symbols
 	@$(MAKE) -s differential
+	@$(MAKE) -s real-programs
 	@$(MAKE) -s timings
 	@scripts/summary.sh $(CHECK_RESULTS)
 
@@ -151,6 +167,7 @@ check-full:
 	@$(MAKE) -s guest-test-c-debug
 	@$(MAKE) -s symbols
 	@$(MAKE) -s differential
+	@$(MAKE) -s real-programs
 	@$(MAKE) -s timings
 	@scripts/summary.sh $(CHECK_FULL_RESULTS)
 
