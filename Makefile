@@ -27,7 +27,7 @@ SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_threads \
 	deferred_bench deferred_bench_32 deferred_hostile deferred_hostile_32 \
 	deferred_tables deferred_tables_32 deferred_tables_fp deferred_tables_fp_32 \
 	deferred_hostile_tables deferred_tables_cache \
-	perf_defer.sh
+	perf_defer.sh perf_real.sh
 export SELFTESTS
 # Tests that must fail on the upstream C kernel: the upstream 7.3 bugs the
 # Rust kernel fixes (see README, "Deviations").  guestlog.py counts them as
@@ -40,20 +40,24 @@ XFAIL_c := deferred_exit:2 deferred_cpu_bare:2 deferred_cpu_bare:3 \
 SKIP_nodebug := deferred_stress:8
 # Tests that report SKIP on the upstream C kernels (c, c-debug), and only
 # there: deferred_tables_cache tests the Rust unwinder's per-mm row cache,
-# which C has not (on Rust, a missing tables switch fails instead).
-SKIP_c := $(foreach n,$(shell seq 1 18),deferred_tables_cache:$(n))
+# and perf_real.sh's test 1 compares the table walk with perf's DWARF
+# unwinder; C has neither (on Rust, a missing tables switch fails instead).
+SKIP_c := $(foreach n,$(shell seq 1 18),deferred_tables_cache:$(n)) perf_real.sh:1
+# The real programs perf_real.sh profiles on the Rust kernel, compared
+# on the host by scripts/compare-real.py (make real-programs).
+REAL_COMPARED := perl gzip bzip2 grep
 KUNIT_SUITES := example rust_doctests_kernel
 KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred \
 	unwind_rust_tables
 # What `make check` must have produced results for (a missing one fails).
-CHECK_RESULTS := host-guestlog host-compare host-cargo-test host-loom c-test rust-test \
-	rust-debug-test symbols differential
+CHECK_RESULTS := host-guestlog host-compare host-compare-real host-cargo-test host-loom \
+	c-test rust-test rust-debug-test symbols differential real-programs
 CHECK_FULL_RESULTS := $(CHECK_RESULTS) c-debug-test
 
 .PHONY: all demo check check-full bench kernel-c-debug kernel-rust-debug \
 	guest-test-c-debug guest-test-rust-debug setup source overlay kernel-c kernel-rust perf \
 	initramfs guest-test-c guest-test-rust guest-demo symbols differential \
-	host-test diff clean distclean timings
+	real-programs host-test diff clean distclean timings
 
 all: demo
 
@@ -115,6 +119,14 @@ differential:
 		$(BUILD)/logs/rust-test.log --session perf-task --session perf-all \
 		--results $(BUILD)/results/differential.txt
 
+# Debian's programs without frame pointers: the Rust kernel's table walk
+# against perf's own DWARF unwinder, step by step (reads the log of
+# guest-test-rust and the objects of the initramfs it ran).
+real-programs:
+	@$(S) real-programs scripts/compare-real.py $(BUILD)/logs/rust-test.log \
+		--root $(BUILD)/initramfs $(addprefix --program ,$(REAL_COMPARED)) \
+		--results $(BUILD)/results/real-programs.txt
+
 # Rust vs C, timed under QEMU -icount (its own kernels: no lockdep).
 bench: initramfs
 	@mkdir -p $(BUILD) && rm -f $(BUILD)/stages.txt
@@ -142,6 +154,7 @@ check:
 	@$(MAKE) -s guest-test-rust-debug
 	@$(MAKE) -s symbols
 	@$(MAKE) -s differential
+	@$(MAKE) -s real-programs
 	@$(MAKE) -s timings
 	@scripts/summary.sh $(CHECK_RESULTS)
 
@@ -155,6 +168,7 @@ check-full:
 	@$(MAKE) -s guest-test-c-debug
 	@$(MAKE) -s symbols
 	@$(MAKE) -s differential
+	@$(MAKE) -s real-programs
 	@$(MAKE) -s timings
 	@scripts/summary.sh $(CHECK_FULL_RESULTS)
 

@@ -7,12 +7,17 @@
 # loader and libc always come from the same glibc).
 # Environment: SELFTESTS (the guest's test list, in order; set by the
 #   Makefile), SELFTEST_SRC (build the selftests from another copy of
-#   tools/testing/selftests/unwind_deferred: it must sit next to a lib.mk).
+#   tools/testing/selftests/unwind_deferred: it must sit next to a lib.mk),
+#   REAL_PROGRAMS (the real programs perf_real.sh profiles; default below).
 . "$(dirname "$0")/lib.sh"
 SRC=$BUILD/linux
 HDR=$BUILD/kernel-c/usr/include
 ROOT=$BUILD/initramfs
 OUT=$BUILD/initramfs.cpio
+REAL_PROGRAMS=${REAL_PROGRAMS:-/usr/bin/perl /usr/bin/gzip /usr/bin/bzip2 /usr/bin/grep}
+# And mawk, Debian's awk: perf_real.sh folds perf script's output with it
+# (busybox awk takes a minute of TCG time over the larger sessions).
+REAL_TOOLS=/usr/bin/mawk
 
 [ -f "$HDR/linux/perf_event.h" ] ||
 	make -s -C "$SRC" O="$BUILD/kernel-c" LLVM="$LLVM_SUFFIX" headers
@@ -49,12 +54,27 @@ for t in $SELFTESTS; do
 done
 printf "%s\n" $SELFTESTS >"$ROOT/tests/list"
 
-# perf + what it links, from this root.
+# A dynamically linked program's loader and libraries, from this root, at
+# their paths here (so the loader and libc always come from one glibc).
+copy_libs() {	# program
+	local interp lib
+	interp=$(readelf -l "$1" | sed -n 's/.*interpreter: \(.*\)]/\1/p')
+	for lib in $interp $(ldd "$1" | awk '/=> \//{print $3}'); do
+		mkdir -p "$ROOT$(dirname "$lib")"
+		cp -L "$lib" "$ROOT$lib"
+	done
+}
+# perf + what it links.
 cp "$BUILD/perf/perf" "$ROOT/usr/bin/perf"
-interp=$(readelf -l "$BUILD/perf/perf" | sed -n 's/.*interpreter: \(.*\)]/\1/p')
-for lib in $interp $(ldd "$BUILD/perf/perf" | awk '/=> \//{print $3}'); do
-	mkdir -p "$ROOT$(dirname "$lib")"
-	cp -L "$lib" "$ROOT$lib"
+copy_libs "$BUILD/perf/perf"
+# Real programs for perf_real.sh: Debian's own binaries, stripped and
+# built without frame pointers, with their libraries, at their paths on
+# this machine (the guest calls them by absolute path: /bin has busybox's
+# applets of the same names).  scripts/compare-real.py reads these copies.
+for p in $REAL_PROGRAMS $REAL_TOOLS; do
+	[ -x "$p" ] || die "no $p on this machine (perf_real.sh needs it)"
+	cp -L "$p" "$ROOT$p"
+	copy_libs "$p"
 done
 # No addr2line in the guest: perf script is always run with --no-inline.
 echo 'root:x:0:0::/:/bin/sh' >"$ROOT/etc/passwd"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# dev-guest.sh VARIANT TEST...
+# dev-guest.sh VARIANT TEST... [--skip=TEST:N] [--xfail=TEST:N]
 #   Developer loop for selftests: build this checkout's selftests (no
 #   overlay, no kernel build), pack an initramfs that runs only TEST...,
 #   and boot the already built kernel-VARIANT from $KERNELS (default:
@@ -28,5 +28,10 @@ done
 st=$BUILD/st/tools/testing/selftests
 cp "$KERNELS"/linux/tools/testing/selftests/{lib.mk,kselftest*.h} "$st/"
 rsync -a --delete "$TOP/tools/testing/selftests/unwind_deferred/" "$st/unwind_deferred/"
-SELFTESTS="$*" SELFTEST_SRC=$st/unwind_deferred "$TOP/scripts/build-initramfs.sh"
+# Options (--skip=..., --xfail=...) go to the log checker only.
+tests=
+for a in "$@"; do
+	case $a in --*) ;; *) tests="$tests $a" ;; esac
+done
+SELFTESTS="${tests# }" SELFTEST_SRC=$st/unwind_deferred "$TOP/scripts/build-initramfs.sh"
 exec "$TOP/scripts/run-guest.sh" "$variant" test guest "$@"

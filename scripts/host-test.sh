@@ -14,6 +14,12 @@ n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
 [ "${n:-0}" -gt 0 ] || die "compare-stacks tests: none ran"
 echo "compare-stacks.py (differential check): $n tests passed"
 echo "$n 0 host-compare" >"$BUILD/results/host-compare.txt"
+out=$(python3 "$TOP/scripts/test_compare_real.py" 2>&1) ||
+	{ echo "$out"; die "compare-real tests failed"; }
+n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
+[ "${n:-0}" -gt 0 ] || die "compare-real tests: none ran"
+echo "compare-real.py (real programs, table walk vs DWARF): $n tests passed"
+echo "$n 0 host-compare-real" >"$BUILD/results/host-compare-real.txt"
 
 # The unwinder's kernel-independent rules (src/logic), on the host.
 cd "$TOP"

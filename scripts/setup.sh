@@ -21,7 +21,10 @@ HOST_PKGS=(
 	qemu-system-x86 busybox-static gcc-multilib file
 	libdw-dev libtraceevent-dev zlib1g-dev libzstd-dev liblzma-dev pkg-config
 	binutils python3-matplotlib
+	bzip2
 )
+# (bzip2: one of perf_real.sh's real programs, with libbz2; perl, gzip and
+# grep are Essential: every Debian system has them.)
 BINDGEN_VERSION=0.72.1
 INFERNO_VERSION=0.12.8
 
