@@ -61,6 +61,7 @@ int unwind_user_get_regs(struct unwind_user_regs *r)
 	r->ip = instruction_pointer(regs);
 	r->sp = user_stack_pointer(regs);
 	r->fp = frame_pointer(regs);
+	r->bx = unwind_user_bx(regs);
 	r->at_function_entry = unwind_user_at_function_start(regs);
 	unwind_user_arch_frames(r->ws, &r->fp_frame, &r->entry_frame);
 	r->user_limit = unwind_user_limit(regs);

@@ -220,7 +220,9 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
     // SAFETY: The field is written once from null by
     // `unwind_user_mm_install()` (a cmpxchg) and cleared only when no task
     // uses the mm; a racy read sees null or the installed cache.
-    let cur = unsafe { core::ptr::read_volatile(&raw const (*mm.as_raw()).__bindgen_anon_1.unwind_user_tables) };
+    let cur = unsafe {
+        core::ptr::read_volatile(&raw const (*mm.as_raw()).__bindgen_anon_1.unwind_user_tables)
+    };
     let cur = if cur.is_null() {
         let new = KBox::pin_init(
             pin_init!(MmTables {
@@ -389,12 +391,19 @@ impl<'a> TaskTables<'a> {
                     });
                 (Some(file), base)
             };
-            (start as u64, vma.end() as u64, file, pgoff as u64, base, vdso)
+            (
+                start as u64,
+                vma.end() as u64,
+                file,
+                pgoff as u64,
+                base,
+                vdso,
+            )
         };
         let hdr = match base {
             Some(base) => {
-                let hdr = elf::locate(r, base as u64, ws)
-                    .and_then(|at| cfi::read_hdr(r, at, ws).ok());
+                let hdr =
+                    elf::locate(r, base as u64, ws).and_then(|at| cfi::read_hdr(r, at, ws).ok());
                 if hdr.is_none() {
                     self.no_eh_frame = self.no_eh_frame.saturating_add(1);
                 }

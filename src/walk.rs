@@ -83,6 +83,7 @@ pub(crate) fn current_regs() -> Option<UserRegs> {
         ip: r.ip as u64,
         sp: r.sp as u64,
         fp: r.fp as u64,
+        bx: r.bx as u64,
         ws,
         at_function_entry: r.at_function_entry,
         cs_base: r.cs_base as u64,

@@ -272,6 +272,7 @@ fn frame(ip: u64, sp: u64, fp: Option<u64>) -> Frame {
         sp,
         fp,
         ip_is_return_address: false,
+        bx: unwind_logic::cfi::Saved::Unknown,
     }
 }
 
@@ -344,7 +345,8 @@ fn entry_frame_and_fp_frame() {
             ip: CODE + 0x999,
             sp: sp + 8,
             fp: Some(0x1234),
-            ip_is_return_address: true
+            ip_is_return_address: true,
+            bx: unwind_logic::cfi::Saved::Unknown,
         }))
     );
     // In the body: CFA = rbp + 16, fp at rbp.
@@ -360,7 +362,8 @@ fn entry_frame_and_fp_frame() {
             ip: CODE + 0x777,
             sp: fp + 16,
             fp: Some(0xabcd),
-            ip_is_return_address: true
+            ip_is_return_address: true,
+            bx: unwind_logic::cfi::Saved::Unknown,
         }))
     );
     // The same with the frame pointer unknown: refused.
@@ -390,7 +393,8 @@ fn return_address_looks_up_the_call() {
             ip: CODE + 0x500,
             sp: STACK + 8,
             fp: Some(1),
-            ip_is_return_address: true
+            ip_is_return_address: true,
+            bx: unwind_logic::cfi::Saved::Unknown,
         })
     );
     f.ip_is_return_address = false;
@@ -401,7 +405,8 @@ fn return_address_looks_up_the_call() {
             ip: CODE + 0x600,
             sp: STACK + 24,
             fp: Some(1),
-            ip_is_return_address: true
+            ip_is_return_address: true,
+            bx: unwind_logic::cfi::Saved::Unknown,
         })
     );
 }
@@ -580,6 +585,7 @@ fn register_rules_in_steps() {
             sp: cfa,
             fp,
             ip_is_return_address: true,
+            bx: unwind_logic::cfi::Saved::Unknown,
         }))
     };
     assert_eq!(
@@ -641,7 +647,8 @@ fn register_rules_in_steps() {
             ip: CODE + 0x55,
             sp: cfa,
             fp: Some(0x99),
-            ip_is_return_address: true
+            ip_is_return_address: true,
+            bx: unwind_logic::cfi::Saved::Unknown,
         }))
     );
 }
@@ -723,7 +730,8 @@ fn plt_pattern() {
             ip: 0x4321,
             sp: STACK + 8,
             fp: Some(3),
-            ip_is_return_address: true
+            ip_is_return_address: true,
+            bx: unwind_logic::cfi::Saved::Unknown,
         }))
     );
     let s = step1(
@@ -737,7 +745,8 @@ fn plt_pattern() {
             ip: 0x4322,
             sp: STACK + 16,
             fp: Some(3),
-            ip_is_return_address: true
+            ip_is_return_address: true,
+            bx: unwind_logic::cfi::Saved::Unknown,
         }))
     );
     // Other expressions are refused.
@@ -802,7 +811,8 @@ fn i386() {
             ip: 0x0804_9999,
             sp: fp + 8,
             fp: Some(0xbfff_f100),
-            ip_is_return_address: true
+            ip_is_return_address: true,
+            bx: unwind_logic::cfi::Saved::Unknown,
         })
     );
     // The CFA must fit in 32 bits.
@@ -886,7 +896,8 @@ fn cie_versions_and_augmentations() {
             ip: 0x5555,
             sp: STACK + 8,
             fp: Some(1),
-            ip_is_return_address: false
+            ip_is_return_address: false,
+            bx: unwind_logic::cfi::Saved::Unknown,
         })
     );
     // No augmentation at all: absolute pointers.
@@ -988,6 +999,7 @@ fn hdr_encodings() {
         cfa: Cfa::RegOffset(7, 16),
         ra: Rule::Offset(-8),
         fp: Rule::Unmentioned,
+        bx: Rule::Unmentioned,
     });
     // absptr / udata8 / udata4 / udata2 / uleb128 / sdata8 eh_frame_ptr;
     // fde_count uleb128; table udata8 absolute.
@@ -1435,7 +1447,7 @@ proptest! {
             mem.put(HDR, &e);
         }
         mem.put(EH_FRAME, &sec);
-        let f = Frame { ip, sp, fp, ip_is_return_address: ra };
+        let f = Frame { ip, sp, fp, ip_is_return_address: ra, bx: unwind_logic::cfi::Saved::Unknown };
         check_budget(&mut mem, HDR, ws, &f);
     }
 
@@ -1465,7 +1477,7 @@ proptest! {
         }
         let sp = if w4 { STACK & 0xffff_ffff } else { STACK };
         for k in 0..n as u64 {
-            let f = Frame { ip: code + k * 0x20 + off, sp, fp, ip_is_return_address: k & 1 == 1 };
+            let f = Frame { ip: code + k * 0x20 + off, sp, fp, ip_is_return_address: k & 1 == 1, bx: unwind_logic::cfi::Saved::Unknown };
             check_budget(&mut mem, HDR, ws, &f);
         }
     }

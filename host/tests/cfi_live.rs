@@ -226,6 +226,7 @@ fn cfi_walk(objs: &[Obj], ip: u64, sp: u64, fp: u64) -> (Vec<u64>, String) {
         sp,
         fp: Some(fp),
         ip_is_return_address: false,
+        bx: unwind_logic::cfi::Saved::Unknown,
     };
     let mut ips = vec![ip];
     for _ in 0..256 {

@@ -12,7 +12,7 @@
 use gimli::{BaseAddresses, CfaRule, EhFrame, RegisterRule, UnwindContext, UnwindSection};
 use object::{Object, ObjectSection, ObjectSegment};
 use std::collections::BTreeMap;
-use unwind_logic::cfi::{self, Arch, Cfa, Reader, Refusal, Rule, UserBytes, MAX_READS};
+use unwind_logic::cfi::{self, Arch, Cfa, Reader, Refusal, Rule, Saved, UserBytes, MAX_READS};
 use unwind_logic::walk::WordSize;
 
 /// The object's loadable segments at their link-time addresses.
@@ -115,14 +115,17 @@ fn step_agrees(
 ) -> Result<(), String> {
     let sp = STACK + 0x1000;
     let fp = STACK + 0x2000;
+    let bx = STACK + 0x3000;
     let f = cfi::Frame {
         ip: pc,
         sp,
         fp: Some(fp),
         ip_is_return_address: false,
+        bx: Saved::Value(bx),
     };
     let cfa = match row.cfa {
         Cfa::RegOffset(r, o) if u64::from(r) == arch.sp => sp.wrapping_add(i64::from(o) as u64),
+        Cfa::RegOffset(r, o) if u64::from(r) == arch.bx => bx.wrapping_add(i64::from(o) as u64),
         Cfa::RegOffset(_, o) => fp.wrapping_add(i64::from(o) as u64),
         Cfa::Plt(p) => {
             let extra = if pc & 15 >= u64::from(p.threshold) {
@@ -167,6 +170,15 @@ fn step_agrees(
                 sp: cfa,
                 fp,
                 ip_is_return_address: true,
+                // Where the caller's %rbx is, by the rule gimli gave.
+                bx: match row.bx {
+                    Rule::Offset(o) => Saved::At(cfa.wrapping_add(i64::from(o) as u64)),
+                    Rule::AtSp(o) => Saved::At(sp.wrapping_add(i64::from(o) as u64)),
+                    Rule::ValOffset(o) => Saved::Value(cfa.wrapping_add(i64::from(o) as u64)),
+                    Rule::Unmentioned | Rule::SameValue => Saved::Value(bx),
+                    Rule::Register(r) if u64::from(r) == arch.bx => Saved::Value(bx),
+                    _ => Saved::Unknown,
+                },
             })),
             _ => Err(Refusal::Fault(cfi::Where::Stack)),
         }
@@ -175,7 +187,7 @@ fn step_agrees(
     let same = match (&got, &expect) {
         // A signal frame's caller is not at a return address.
         (Ok(cfi::Step::Caller(g)), Ok(cfi::Step::Caller(e))) => {
-            g.ip == e.ip && g.sp == e.sp && g.fp == e.fp
+            g.ip == e.ip && g.sp == e.sp && g.fp == e.fp && g.bx == e.bx
         }
         (g, e) => g == e,
     };
@@ -297,6 +309,15 @@ fn check_object(path: &str) -> Result<Tally, String> {
                             }),
                             r => rule_of(&r),
                         },
+                        match row.register(gimli::Register(arch.bx as u16)) {
+                            RegisterRule::Expression(e) => Some(
+                                e.get(&eh_frame)
+                                    .ok()
+                                    .and_then(|e| cfi::sp_pattern(e.0.slice(), arch, false))
+                                    .map_or(Rule::Expression, Rule::AtSp),
+                            ),
+                            r => rule_of(&r),
+                        },
                     )
                 });
             let mut r = Reader::new(&mut image);
@@ -308,12 +329,16 @@ fn check_object(path: &str) -> Result<Tally, String> {
             })();
             t.max_reads = t.max_reads.max(r.reads());
             match (ours, g) {
-                (Ok((at, row)), Ok((cfa, ra, fp))) => {
+                (Ok((at, row)), Ok((cfa, ra, fp, bx))) => {
                     if at != fde_addr {
                         t.mismatches.push(format!(
                             "pc {pc:#x}: hdr search found FDE {at:#x}, gimli {fde_addr:#x}"
                         ));
-                    } else if row.cfa != cfa || !same_rule(row.ra, ra) || !same_rule(row.fp, fp) {
+                    } else if row.cfa != cfa
+                        || !same_rule(row.ra, ra)
+                        || !same_rule(row.fp, fp)
+                        || !same_rule(row.bx, bx)
+                    {
                         t.mismatches.push(format!(
                             "pc {pc:#x} FDE {at:#x}: ours {row:?}, gimli cfa {cfa:?} ra {ra:?} fp {fp:?}"
                         ));

@@ -74,6 +74,7 @@ fn at_pc(pc: u64) -> Frame {
         sp: 0,
         fp: None,
         ip_is_return_address: false,
+        bx: unwind_logic::cfi::Saved::Unknown,
     }
 }
 
@@ -850,10 +851,16 @@ impl Tables for OneObject {
 
 /// A context of word size `ws`, no function-entry rule, no segment bases.
 fn regs(ws: WordSize, ip: u64, sp: u64, fp: u64) -> UserRegs {
+    // %rbx somewhat above sp, so that a CFA based on it can be used.
+    let bx = sp + 6 * ws.bytes();
     match ws {
-        WordSize::W8 => walk_cases::regs64(ip, sp, fp),
+        WordSize::W8 => UserRegs {
+            bx,
+            ..walk_cases::regs64(ip, sp, fp)
+        },
         WordSize::W4 => UserRegs {
             ws,
+            bx,
             user_limit: walk_cases::LIMIT32,
             fp_frame: walk_cases::x86_fp_frame(ws),
             entry_frame: walk_cases::x86_entry_frame(ws),
@@ -884,6 +891,8 @@ fn reference_walk(regs: &UserRegs, mem: &mut Mem, max: usize) -> (Outcome, Resul
         sp: regs.sp,
         fp: Some(regs.fp),
         ip_is_return_address: false,
+        // %rbx from the registers, as the kernel's walk starts.
+        bx: unwind_logic::cfi::Saved::Value(regs.bx),
     };
     let mut o = Outcome {
         trace: Vec::new(),
@@ -952,6 +961,7 @@ fn reference_walk(regs: &UserRegs, mem: &mut Mem, max: usize) -> (Outcome, Resul
             sp: cfa,
             fp: Some(ws.wrap(nfp)),
             ip_is_return_address: true,
+            bx: unwind_logic::cfi::Saved::Unknown,
         };
         o.fp_frames += 1;
     }
@@ -1039,6 +1049,7 @@ fn ra_slot(mem: &mut Mem, c: &WalkCase) -> Option<u64> {
         sp: c.sp,
         fp: Some(c.fp),
         ip_is_return_address: false,
+        bx: unwind_logic::cfi::Saved::Unknown,
     };
     let Ok(Step::Caller(caller)) = cfi::step(mem, HDR, c.ws, &f) else {
         return None;
@@ -1056,6 +1067,7 @@ fn kinds(row: &PackedRow, signal: bool) -> Vec<&'static str> {
         Some(CfaRule::Plt(_)) => "cfa plt",
         Some(CfaRule::DerefFp(_)) => "cfa deref fp",
         Some(CfaRule::DerefSp(_)) => "cfa deref sp",
+        Some(CfaRule::Bx(_)) => "cfa bx",
         None => "refused",
     }];
     if row.refusal().is_none() {
@@ -1286,7 +1298,12 @@ fn walk_cases_of(ws: WordSize) -> Vec<WalkCase> {
         case("ra same_value", vec![0x08, ra], 0),
         case("ra in another register", vec![0x09, ra, 3], 0),
         case("ra val_offset", vec![0x14, ra, 1], 0),
-        case("CFA from another register", vec![0x0c, 3, 16], 0),
+        case("CFA from another register", vec![0x0c, 2, 16], 0),
+        case(
+            "CFA from rbx (ld.so's lazy-binding trampoline)",
+            vec![0x0c, 3, 16],
+            0,
+        ),
         case("CFA another expression", vec![0x0f, 1, 0x30], 0),
         case("fp in another register", vec![0x09, fp, 3], 0),
         case("fp expression", vec![0x10, fp, 1, 0x30], 0),
@@ -1393,6 +1410,7 @@ fn walk_by_rows_is_walk_by_step() {
         "cfa plt",
         "cfa deref fp",
         "cfa deref sp",
+        "cfa bx",
         "ra at",
         "ra at sp",
         "ra undefined",

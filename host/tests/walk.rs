@@ -42,6 +42,7 @@ fn regs(ip: u64, sp: u64, fp: u64, ws: WordSize) -> UserRegs {
         ip,
         sp,
         fp,
+        bx: 0,
         ws,
         at_function_entry: false,
         cs_base: 0,

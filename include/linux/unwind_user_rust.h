@@ -25,6 +25,7 @@ struct mm_struct;
  * @ip:		instruction pointer (offset in the code segment for compat)
  * @sp:		stack pointer (offset in the stack segment for compat)
  * @fp:		frame pointer (offset in the stack segment for compat)
+ * @bx:		%rbx (%ebx), which an unwind table's CFA may be based on
  * @cs_base:	linear base of the code segment, 0 unless compat with an LDT
  * @ss_base:	linear base of the stack segment, 0 unless compat with an LDT
  * @user_limit:	return addresses at or above this are not user addresses
@@ -38,6 +39,7 @@ struct unwind_user_regs {
 	unsigned long	ip;
 	unsigned long	sp;
 	unsigned long	fp;
+	unsigned long	bx;
 	unsigned long	cs_base;
 	unsigned long	ss_base;
 	unsigned long	user_limit;

@@ -103,6 +103,48 @@ pub struct Frame {
     /// rules of `ip - 1` apply.  False for the interrupted frame and for
     /// the frame a signal frame returns to.
     pub ip_is_return_address: bool,
+    /// `%rbx` (`%ebx`): a CFA may be based on it.
+    pub bx: Saved,
+}
+
+/// Where a callee-saved register's value is, as a walk knows it: it is
+/// read only when a CFA needs it, so tracking it costs no read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Saved {
+    /// Not known (a rule the walk cannot follow, or a frame-pointer step).
+    Unknown,
+    /// This value.
+    Value(u64),
+    /// Saved in the stack at this address.
+    At(u64),
+}
+
+impl Saved {
+    /// The value: read from the stack if it is saved there.
+    fn value<M: UserBytes>(self, r: &mut Reader<'_, M>, ws: WordSize) -> Res<Option<u64>> {
+        Ok(match self {
+            Saved::Unknown => None,
+            Saved::Value(v) => Some(v),
+            Saved::At(a) => Some(r.word(a, ws, Where::Stack)?),
+        })
+    }
+
+    /// The caller's, by `rule` (the callee's rule for the register), the
+    /// callee's stack pointer `sp` and CFA `cfa`.
+    #[inline]
+    pub fn caller(self, rule: Rule, sp: u64, cfa: u64, bx: u64, ws: WordSize) -> Saved {
+        let at = |base: u64, off: i32| base.checked_add_signed(i64::from(off));
+        match rule {
+            Rule::Unmentioned | Rule::SameValue => self,
+            Rule::Register(r) if u64::from(r) == bx => self,
+            Rule::Offset(off) => at(cfa, off).map_or(Saved::Unknown, Saved::At),
+            Rule::AtSp(off) => at(sp, off).map_or(Saved::Unknown, Saved::At),
+            Rule::ValOffset(off) => {
+                at(cfa, off).map_or(Saved::Unknown, |v| Saved::Value(ws.wrap(v)))
+            }
+            _ => Saved::Unknown,
+        }
+    }
 }
 
 /// What a step found.
@@ -332,6 +374,9 @@ pub struct Arch {
     pub fp: u64,
     /// The return-address column.
     pub ra: u64,
+    /// The callee-saved register a CFA may also be based on: `%rbx`
+    /// (`%ebx`), 3 (ld.so's lazy-binding trampoline has CFA = rbx + 32).
+    pub bx: u64,
 }
 
 impl Arch {
@@ -340,12 +385,14 @@ impl Arch {
         sp: 7,
         fp: 6,
         ra: 16,
+        bx: 3,
     };
     /// i386: `%esp` 4, `%ebp` 5, return address 8.
     pub const I386: Arch = Arch {
         sp: 4,
         fp: 5,
         ra: 8,
+        bx: 3,
     };
 
     /// The arch of a task of word size `ws` (x86).
@@ -997,6 +1044,9 @@ pub struct Row {
     pub ra: Rule,
     /// The frame pointer.
     pub fp: Rule,
+    /// `%rbx` (`%ebx`): never refused, only unknown in the caller if its
+    /// rule cannot be followed ([`Saved::caller`]).
+    pub bx: Rule,
 }
 
 impl Row {
@@ -1004,6 +1054,7 @@ impl Row {
         cfa: Cfa::RegOffset(0, 0),
         ra: Rule::Unmentioned,
         fp: Rule::Unmentioned,
+        bx: Rule::Unmentioned,
     };
 
     /// Whether [`apply`] can use this row (with the frame pointer known):
@@ -1015,7 +1066,10 @@ impl Row {
     /// + offset, or in itself.
     pub fn check(&self, arch: Arch) -> Res<()> {
         match self.cfa {
-            Cfa::RegOffset(reg, _) if u64::from(reg) == arch.sp || u64::from(reg) == arch.fp => {}
+            Cfa::RegOffset(reg, _)
+                if u64::from(reg) == arch.sp
+                    || u64::from(reg) == arch.fp
+                    || u64::from(reg) == arch.bx => {}
             Cfa::RegOffset(..) => return Err(Refusal::UnsupportedCfaRegister),
             Cfa::Plt(_) | Cfa::DerefFp(_) | Cfa::DerefSp(_) => {}
             Cfa::Expression => return Err(Refusal::CfaExpression),
@@ -1182,6 +1236,8 @@ impl Interp<'_> {
             self.row.ra = rule;
         } else if reg == self.arch.fp {
             self.row.fp = rule;
+        } else if reg == self.arch.bx {
+            self.row.bx = rule;
         }
     }
 
@@ -1283,6 +1339,8 @@ impl Interp<'_> {
             self.row.ra = self.initial.ra;
         } else if reg == self.arch.fp {
             self.row.fp = self.initial.fp;
+        } else if reg == self.arch.bx {
+            self.row.bx = self.initial.bx;
         }
         Ok(())
     }
@@ -1400,7 +1458,9 @@ impl Interp<'_> {
                 } else {
                     Rule::ValExpression
                 };
-                if op == CFA_EXPRESSION && (reg == self.arch.fp || reg == self.ra_reg) {
+                if op == CFA_EXPRESSION
+                    && (reg == self.arch.fp || reg == self.ra_reg || reg == self.arch.bx)
+                {
                     let e = c.expression(r, len)?;
                     let e = e.as_ref().and_then(|(e, n)| e.get(..*n));
                     let fp = reg == self.arch.fp;
@@ -1562,6 +1622,11 @@ pub fn apply<M: UserBytes>(
         Cfa::RegOffset(reg, off) => {
             let base = if u64::from(reg) == arch.sp {
                 frame.sp
+            } else if u64::from(reg) == arch.bx {
+                frame
+                    .bx
+                    .value(r, ws)?
+                    .ok_or(Refusal::UnsupportedCfaRegister)?
             } else {
                 frame.fp.ok_or(Refusal::FpUnknown)?
             };
@@ -1636,6 +1701,7 @@ pub fn apply<M: UserBytes>(
         sp: cfa,
         fp,
         ip_is_return_address: !signal_frame,
+        bx: frame.bx.caller(row.bx, frame.sp, cfa, arch.bx, ws),
     }))
 }
 

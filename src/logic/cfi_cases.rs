@@ -213,6 +213,7 @@ const fn frame(ip: u64, sp: u64, fp: Option<u64>) -> Frame {
         sp,
         fp,
         ip_is_return_address: false,
+        bx: crate::logic::cfi::Saved::Unknown,
     }
 }
 
@@ -222,6 +223,7 @@ const fn caller(ip: u64, sp: u64, fp: Option<u64>) -> Result<Step, Refusal> {
         sp,
         fp,
         ip_is_return_address: true,
+        bx: crate::logic::cfi::Saved::Unknown,
     }))
 }
 
@@ -267,6 +269,7 @@ pub const CASES: &[Case] = &[
             sp: SP + 0x800,
             fp: Some(INT_FP),
             ip_is_return_address: false,
+            bx: crate::logic::cfi::Saved::Unknown,
         })),
     },
     Case {
@@ -284,6 +287,7 @@ pub const CASES: &[Case] = &[
             sp: SP - 0x10_0000,
             fp: Some(INT_FP),
             ip_is_return_address: false,
+            bx: crate::logic::cfi::Saved::Unknown,
         })),
     },
     Case {
@@ -348,6 +352,7 @@ pub const CASES: &[Case] = &[
             sp: SP,
             fp: Some(FP),
             ip_is_return_address: true,
+            bx: crate::logic::cfi::Saved::Unknown,
         },
         want: caller(RA, SP + 8, Some(FP)),
     },
@@ -394,6 +399,7 @@ pub const CASES: &[Case] = &[
             sp: SP + 8,
             fp: Some(FP),
             ip_is_return_address: false,
+            bx: crate::logic::cfi::Saved::Unknown,
         })),
     },
     Case {

@@ -59,6 +59,7 @@ const CFA_FP: u8 = 2;
 const CFA_PLT: u8 = 3;
 const CFA_DEREF_FP: u8 = 4;
 const CFA_DEREF_SP: u8 = 5;
+const CFA_BX: u8 = 6;
 const CFA_MASK: u8 = 7;
 /// The return address is undefined (bit 3): the end of the stack.
 const RA_UNDEFINED: u8 = 8;
@@ -88,13 +89,24 @@ pub struct PackedRow {
     /// The frame pointer's offset (saved at CFA + it, or CFA + it itself,
     /// or saved at the frame pointer + it).
     pub fp: i16,
+    /// `%rbx`'s offset (saved at CFA + it or at the stack pointer + it,
+    /// or CFA + it itself).
+    pub bx: i16,
     /// The kinds of the three rules.
     kind: u8,
-    /// The PLT pattern's threshold (bits 0-3) and shift (4-6); for a
-    /// refused row, its [`Cause`].
+    /// The PLT pattern's threshold (bits 0-3) and shift - 2 (bit 4), and
+    /// `%rbx`'s rule (bits 5-7, `BX_*`); for a refused row, its [`Cause`].
     aux: u8,
-    _pad: u16,
+    _pad: u8,
 }
+
+/// `%rbx`'s rules (bits 5-7 of [`PackedRow::aux`]).
+const BX_SHIFT: u8 = 5;
+const BX_KEEP: u8 = 0;
+const BX_AT: u8 = 1;
+const BX_AT_SP: u8 = 2;
+const BX_VAL: u8 = 3;
+const BX_UNKNOWN: u8 = 4;
 
 /// The rules of a [`PackedRow`], for a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +121,8 @@ pub enum CfaRule {
     DerefFp(i32),
     /// The word at the stack pointer + offset (a signal frame's).
     DerefSp(i32),
+    /// `%rbx` + offset (ld.so's lazy-binding trampoline).
+    Bx(i32),
 }
 
 /// The return-address rule of a [`PackedRow`].
@@ -158,8 +172,14 @@ impl PackedRow {
         };
         let (cfa_kind, cfa, aux) = match row.cfa {
             Cfa::RegOffset(reg, off) if u64::from(reg) == arch.sp => (CFA_SP, off, 0),
+            Cfa::RegOffset(reg, off) if u64::from(reg) == arch.bx => (CFA_BX, off, 0),
             Cfa::RegOffset(_, off) => (CFA_FP, off, 0),
-            Cfa::Plt(p) => (CFA_PLT, p.sp_off, (p.threshold & 15) | ((p.shift & 7) << 4)),
+            // The shift is 2 or 3 (`cfi::plt_pattern`).
+            Cfa::Plt(p) => (
+                CFA_PLT,
+                p.sp_off,
+                (p.threshold & 15) | ((p.shift.wrapping_sub(2) & 1) << 4),
+            ),
             Cfa::DerefFp(off) => (CFA_DEREF_FP, off, 0),
             Cfa::DerefSp(off) => (CFA_DEREF_SP, off, 0),
             // `check` refused it.
@@ -185,13 +205,25 @@ impl PackedRow {
         let Some(fp) = fp else {
             return Self::refused(start, Cause::Bound);
         };
+        let (bx_kind, bx) = match row.bx {
+            Rule::Unmentioned | Rule::SameValue => (BX_KEEP, Some(0)),
+            Rule::Register(r) if u64::from(r) == arch.bx => (BX_KEEP, Some(0)),
+            Rule::Offset(off) => (BX_AT, small(off)),
+            Rule::AtSp(off) => (BX_AT_SP, small(off)),
+            Rule::ValOffset(off) => (BX_VAL, small(off)),
+            _ => (BX_UNKNOWN, Some(0)),
+        };
+        let Some(bx) = bx else {
+            return Self::refused(start, Cause::Bound);
+        };
         PackedRow {
             start,
             cfa,
             ra,
             fp,
+            bx,
             kind: cfa_kind | ra_kind | (fp_kind << FP_SHIFT),
-            aux,
+            aux: aux | (bx_kind << BX_SHIFT),
             _pad: 0,
         }
     }
@@ -219,10 +251,11 @@ impl PackedRow {
             CFA_PLT => CfaRule::Plt(PltCfa {
                 sp_off: self.cfa,
                 threshold: self.aux & 15,
-                shift: (self.aux >> 4) & 7,
+                shift: 2 + ((self.aux >> 4) & 1),
             }),
             CFA_DEREF_FP => CfaRule::DerefFp(self.cfa),
             CFA_DEREF_SP => CfaRule::DerefSp(self.cfa),
+            CFA_BX => CfaRule::Bx(self.cfa),
             _ => return None,
         })
     }
@@ -249,6 +282,19 @@ impl PackedRow {
             FP_AT_SP => FpRule::AtSp(self.fp),
             FP_UNDEFINED => FpRule::Undefined,
             _ => FpRule::Keep,
+        }
+    }
+    /// `%rbx`'s rule, as the interpreter gave it ([`cfi::Saved::caller`]
+    /// follows it; `Undefined` stands for any rule it cannot follow).
+    #[inline]
+    pub fn bx_rule(&self) -> Rule {
+        let off = i32::from(self.bx);
+        match (self.aux >> BX_SHIFT) & 7 {
+            BX_KEEP => Rule::Unmentioned,
+            BX_AT => Rule::Offset(off),
+            BX_AT_SP => Rule::AtSp(off),
+            BX_VAL => Rule::ValOffset(off),
+            _ => Rule::Undefined,
         }
     }
 }

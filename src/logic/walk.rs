@@ -91,6 +91,8 @@ pub struct UserRegs {
     pub sp: u64,
     /// Frame pointer (offset in the stack segment for compat).
     pub fp: u64,
+    /// `%rbx` (`%ebx`): a table step's CFA may be based on it.
+    pub bx: u64,
     /// Word size of the task.
     pub ws: WordSize,
     /// The topmost frame is at a function's first instruction.
@@ -411,6 +413,9 @@ struct TableFrame {
     /// The ip is a return address: the rules of `ip - 1` apply.  False for
     /// the interrupted frame and the frame a signal frame returns to.
     ip_is_ra: bool,
+    /// `%rbx`, as far as table steps from the interrupted frame know it;
+    /// unknown after a frame-pointer step.
+    bx: cfi::Saved,
 }
 
 /// Walk the user stack from `regs` into `out` as [`walk`] does, but step
@@ -436,6 +441,7 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
     let mut t = TableFrame {
         fp_known: true,
         ip_is_ra: false,
+        bx: cfi::Saved::Value(regs.bx),
     };
     let mut r = Reader::with_limit(mem, MAX_TABLE_READS);
     let last = out.len().saturating_sub(1);
@@ -464,6 +470,7 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
         }
         stats.fp_frames = stats.fp_frames.saturating_add(1);
         t.ip_is_ra = true;
+        t.bx = cfi::Saved::Unknown;
     }
     stats.reads = r.reads();
     res
@@ -500,11 +507,13 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
         }
         Some(Ok(found)) => found,
     };
-    match apply_row(w, t.fp_known, r, &row, signal) {
+    match apply_row(w, t.fp_known, t.bx, r, &row, signal) {
         Ok(Some((ip, sp, fp))) => {
             if ip >= w.user_limit {
                 return Some(Err(Stop::NotUser));
             }
+            t.bx =
+                t.bx.caller(row.bx_rule(), w.sp, sp, cfi::Arch::of(w.ws).bx, w.ws);
             w.ip = ip;
             w.sp = sp;
             if let Some(fp) = fp {
@@ -534,6 +543,7 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
 fn apply_row<M: UserMemory + cfi::UserBytes>(
     w: &Walk,
     fp_known: bool,
+    bx: cfi::Saved,
     r: &mut Reader<'_, M>,
     row: &PackedRow,
     signal: bool,
@@ -569,6 +579,12 @@ fn apply_row<M: UserMemory + cfi::UserBytes>(
             Some(word(r, at)?)
         }
         Some(CfaRule::DerefSp(off)) => Some(word(r, w.sp.checked_add_signed(i64::from(off)))?),
+        Some(CfaRule::Bx(off)) => match bx {
+            cfi::Saved::Unknown => return Err(Cause::CfaRegister),
+            cfi::Saved::Value(v) => Some(v),
+            cfi::Saved::At(a) => Some(word(r, Some(a))?),
+        }
+        .and_then(|v| v.checked_add_signed(i64::from(off))),
         None => return Err(row.refusal().unwrap_or(Cause::Malformed)),
     }
     .filter(|&cfa| {

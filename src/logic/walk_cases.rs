@@ -143,6 +143,7 @@ pub const fn regs64(ip: u64, sp: u64, fp: u64) -> UserRegs {
         ip,
         sp,
         fp,
+        bx: 0,
         ws: WordSize::W8,
         at_function_entry: false,
         cs_base: 0,

@@ -31,6 +31,12 @@ static inline int unwind_user_segment_bases(struct pt_regs *regs,
 	return 0;
 }
 
+/* %rbx (%ebx): an unwind table's CFA may be based on it (ld.so's PLT). */
+static inline unsigned long unwind_user_bx(struct pt_regs *regs)
+{
+	return regs->bx;
+}
+
 static inline unsigned long unwind_user_limit(struct pt_regs *regs)
 {
 	return user_64bit_mode(regs) ? TASK_SIZE_MAX : 1UL << 32;
