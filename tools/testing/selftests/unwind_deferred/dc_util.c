@@ -489,6 +489,53 @@ long dc_find_deferred(struct dc_log *log, uint32_t pid, uint32_t tid,
 	return found;
 }
 
+static int rec_key_cmp(const void *a, const void *b)
+{
+	const struct dc_rec_key *x = a, *y = b;
+
+	if (x->cookie != y->cookie)
+		return x->cookie < y->cookie ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+struct dc_rec_key *dc_rec_index(const struct dc_log *log)
+{
+	struct dc_rec_key *keys = calloc(log->nr_deferred + 1, sizeof(*keys));
+
+	if (!keys)
+		return NULL;
+	for (size_t i = 0; i < log->nr_deferred; i++)
+		keys[i] = (struct dc_rec_key){ log->deferred[i].cookie, log->deferred[i].pid,
+					       log->deferred[i].tid, (long)i };
+	qsort(keys, log->nr_deferred, sizeof(*keys), rec_key_cmp);
+	return keys;
+}
+
+long dc_rec_find(const struct dc_rec_key *keys, size_t nkeys, uint64_t cookie,
+		 uint32_t pid, uint32_t tid, long *count)
+{
+	struct dc_rec_key k = { cookie, pid, tid, -1 };
+	size_t lo = 0, hi = nkeys, i;
+
+	while (lo < hi) {	/* the first key >= k */
+		size_t mid = (lo + hi) / 2;
+
+		if (rec_key_cmp(&keys[mid], &k) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (i = lo; i < nkeys && keys[i].cookie == k.cookie &&
+		     keys[i].pid == k.pid && keys[i].tid == k.tid; i++)
+		;
+	*count = i - lo;
+	return i > lo ? keys[lo].idx : -1;
+}
+
 static const char *user_name(uint64_t ip, bool first)
 {
 	const char *n = dc_sym(first ? ip : ip - 1, NULL);
@@ -845,4 +892,199 @@ bool dc_stats_get(const struct dc_stats *st, const char *name, uint64_t *val)
 		}
 	}
 	return false;
+}
+
+/* ---- a shared object's symbols ---- */
+
+static int dsym_cmp(const void *a, const void *b)
+{
+	const struct dc_dsym *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+bool dc_dso_has(const struct dc_dso *d, uint64_t a)
+{
+	for (int i = 0; i < d->nmaps; i++)
+		if (a >= d->lo[i] && a < d->hi[i])
+			return true;
+	return false;
+}
+
+/* Leading underscores, then length: read before __read. */
+static bool better_name(const char *a, const char *b)
+{
+	size_t ua = strspn(a, "_"), ub = strspn(b, "_");
+
+	return ua != ub ? ua < ub : strlen(a) < strlen(b);
+}
+
+const char *dc_dso_name(const struct dc_dso *d, uint64_t a, const char *want,
+			uint64_t *off)
+{
+	uint64_t v = a - d->bias;
+	size_t lo = 0, hi = d->nsyms;
+	const char *best = NULL;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (d->syms[mid].addr <= v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i-- > 0 && d->syms[i].addr == d->syms[lo - 1].addr;) {
+		const struct dc_dsym *s = &d->syms[i];
+
+		if (v >= s->addr + (s->size ? s->size : 1))
+			continue;
+		if (want) {
+			if (!strcmp(s->name, want))
+				return s->name;
+		} else if (!best || better_name(s->name, best)) {
+			best = s->name;
+			if (off)
+				*off = v - s->addr;
+		}
+	}
+	return best;
+}
+
+uint64_t dc_dso_sym(const struct dc_dso *d, const char *name, uint64_t *size)
+{
+	for (size_t i = 0; i < d->nsyms; i++) {
+		if (!strcmp(d->syms[i].name, name)) {
+			if (size)
+				*size = d->syms[i].size;
+			return d->syms[i].addr;
+		}
+	}
+	return 0;
+}
+
+int dc_dso_load(struct dc_dso *d, const uint8_t *img, size_t size, uint64_t base)
+{
+	const ElfW(Ehdr) *eh = (const void *)img;
+	const ElfW(Phdr) *ph;
+	const ElfW(Shdr) *sh;
+	uint64_t page = sysconf(_SC_PAGESIZE);
+	int i;
+
+	if (size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_ident[EI_CLASS] != (sizeof(long) == 8 ? ELFCLASS64 : ELFCLASS32) ||
+	    eh->e_phoff + eh->e_phnum * sizeof(*ph) > size ||
+	    eh->e_shoff + eh->e_shnum * sizeof(*sh) > size)
+		return -ENOEXEC;
+	ph = (const void *)(img + eh->e_phoff);
+	for (i = 0; i < eh->e_phnum && ph[i].p_type != PT_LOAD; i++)
+		;
+	if (i == eh->e_phnum)
+		return -ENOEXEC;
+	d->bias = base - ((ph[i].p_vaddr - ph[i].p_offset) & ~(page - 1));
+	sh = (const void *)(img + eh->e_shoff);
+	for (i = 0; i < eh->e_shnum; i++) {
+		const ElfW(Shdr) *str = &sh[sh[i].sh_link];
+		const ElfW(Sym) *s;
+		size_t n;
+
+		if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum ||
+		    sh[i].sh_offset + sh[i].sh_size > size ||
+		    str->sh_offset + str->sh_size > size)
+			continue;
+		s = (const void *)(img + sh[i].sh_offset);
+		n = sh[i].sh_size / sizeof(*s);
+		d->syms = calloc(n, sizeof(*d->syms));
+		if (!d->syms)
+			return -ENOMEM;
+		for (size_t j = 0; j < n; j++) {
+			if (ELF64_ST_TYPE(s[j].st_info) != STT_FUNC ||
+			    s[j].st_shndx == SHN_UNDEF || !s[j].st_value ||
+			    s[j].st_name >= str->sh_size)
+				continue;
+			d->syms[d->nsyms].addr = s[j].st_value;
+			d->syms[d->nsyms].size = s[j].st_size;
+			d->syms[d->nsyms].name = (const char *)img + str->sh_offset + s[j].st_name;
+			d->nsyms++;
+		}
+		qsort(d->syms, d->nsyms, sizeof(*d->syms), dsym_cmp);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int dc_dso_find(struct dc_dso *d, pid_t pid, const char *name)
+{
+	bool vdso = !strcmp(name, "[vdso]");
+	uint64_t base = 0;
+	char line[1024];
+	struct stat st;
+	int fd, err;
+	FILE *f;
+
+	memset(d, 0, sizeof(*d));
+	if (vdso && pid)
+		return -EINVAL;
+	snprintf(line, sizeof(line), pid ? "/proc/%d/maps" : "/proc/self/maps", (int)pid);
+	f = fopen(line, "r");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, off;
+		char *path, *p;
+		int pos = 0;
+
+		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &lo, &hi, &off, &pos) < 3 || !pos)
+			continue;
+		path = line + pos;
+		path[strcspn(path, "\n")] = 0;
+		p = strrchr(path, '/');
+		if (vdso ? strcmp(path, name) : !p || strcmp(p + 1, name))
+			continue;
+		if (d->nmaps == 8)
+			continue;
+		d->lo[d->nmaps] = lo;
+		d->hi[d->nmaps++] = hi;
+		if (!off && !base) {
+			base = lo;
+			snprintf(d->path, sizeof(d->path), "%s", path);
+		}
+	}
+	fclose(f);
+	if (!d->nmaps)
+		return -ENOENT;
+	if (vdso)
+		return dc_dso_load(d, (const uint8_t *)(uintptr_t)d->lo[0],
+				   d->hi[0] - d->lo[0], d->lo[0]);
+	if (!base)
+		return -ENOEXEC;	/* no mapping of its ELF header */
+	fd = open(d->path, O_RDONLY);
+	if (fd < 0 || fstat(fd, &st)) {
+		err = -errno;
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	/* read, not mapped: a forked child must not inherit a mapping of it */
+	d->img = malloc(st.st_size);
+	err = d->img ? 0 : -ENOMEM;
+	for (off_t got = 0; !err && got < st.st_size;) {
+		ssize_t n = read(fd, (char *)d->img + got, st.st_size - got);
+
+		if (n <= 0)
+			err = n < 0 ? -errno : -EIO;
+		got += n;
+	}
+	close(fd);
+	if (err)
+		return err;
+	d->img_size = st.st_size;
+	return dc_dso_load(d, d->img, d->img_size, base);
+}
+
+void dc_dso_free(struct dc_dso *d)
+{
+	free(d->syms);
+	free(d->img);
+	memset(d, 0, sizeof(*d));
 }

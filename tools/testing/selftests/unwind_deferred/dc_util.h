@@ -136,6 +136,20 @@ pid_t dc_profile_child(void (*fn)(void *arg), void *arg,
 /* Index of the deferred record for (pid, tid, cookie), or -1. */
 long dc_find_deferred(struct dc_log *log, uint32_t pid, uint32_t tid,
 		      uint64_t cookie, long *count);
+/*
+ * dc_find_deferred() by binary search, for thousands of samples and
+ * records: dc_rec_index() sorts (cookie, pid, tid, index) of @log's
+ * records (NULL if out of memory; free() it), dc_rec_find() looks one up
+ * among the @nkeys (@log's nr_deferred) as dc_find_deferred() does.
+ */
+struct dc_rec_key {
+	uint64_t cookie;
+	uint32_t pid, tid;
+	long idx;
+};
+struct dc_rec_key *dc_rec_index(const struct dc_log *log);
+long dc_rec_find(const struct dc_rec_key *keys, size_t nkeys, uint64_t cookie,
+		 uint32_t pid, uint32_t tid, long *count);
 /* Whether the sample's kernel callchain has a frame in function @name. */
 bool dc_kernel_stack_has(const struct dc_sample *s, const char *name);
 /* Print a merged stack: sample's kernel part + deferred user part. */
@@ -293,5 +307,49 @@ struct dc_stats {
 bool dc_stats_read(struct dc_stats *st);
 /* Counter @name of @st into *@val; false if @st has none of that name. */
 bool dc_stats_get(const struct dc_stats *st, const char *name, uint64_t *val);
+
+/* ---- a shared object's symbols (its .dynsym), as mapped in a process ---- */
+
+struct dc_dsym {
+	uint64_t addr, size;	/* link-time address */
+	const char *name;
+};
+
+struct dc_dso {
+	uint64_t lo[8], hi[8];	/* its mappings */
+	int nmaps;
+	uint64_t bias;		/* run-time address - link-time address */
+	struct dc_dsym *syms;	/* its functions in .dynsym, by address */
+	size_t nsyms;
+	char path[512];
+	void *img;		/* the file, read into memory (the names) */
+	size_t img_size;
+};
+
+/*
+ * The functions in .dynsym of the ELF image @img (@size bytes, of this
+ * program's class), whose first PT_LOAD's page is mapped at @base.
+ */
+int dc_dso_load(struct dc_dso *d, const uint8_t *img, size_t size, uint64_t base);
+/*
+ * The object @name (the last component of its path, or "[vdso]": only
+ * for @pid 0) as /proc/@pid/maps (0: self) has it: every mapping of it
+ * (at most 8), its load bias from the lowest mapping of file offset 0,
+ * and its symbols, read from the file (the vDSO from memory).  0, -ENOENT
+ * if it is not mapped, or -errno.  Free with dc_dso_free().
+ */
+int dc_dso_find(struct dc_dso *d, pid_t pid, const char *name);
+void dc_dso_free(struct dc_dso *d);
+/* Is run-time address @a in one of @d's mappings? */
+bool dc_dso_has(const struct dc_dso *d, uint64_t a);
+/*
+ * The dynamic symbol of @d that contains run-time address @a: with @want,
+ * that alias if it is one (else NULL); without, the best of its names
+ * (fewest leading underscores, then shortest), its offset in *@off.
+ */
+const char *dc_dso_name(const struct dc_dso *d, uint64_t a, const char *want,
+			uint64_t *off);
+/* The link-time address of function @name (its size in *@size), 0 if none. */
+uint64_t dc_dso_sym(const struct dc_dso *d, const char *name, uint64_t *size);
 
 #endif

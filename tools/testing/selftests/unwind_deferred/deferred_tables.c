@@ -274,192 +274,21 @@ FRAME void run_deep(void *arg)
 
 /* ---------------- libc and vDSO symbols ---------------- */
 
-struct dsym {
-	uint64_t addr, size;	/* link-time address */
-	const char *name;
-};
-
-struct dso {
-	const char *what;
-	uint64_t lo[8], hi[8];	/* its mappings */
-	int nmaps;
-	uint64_t bias;		/* run-time address - link-time address */
-	struct dsym *syms;
-	size_t nsyms;
-	char path[512];
-};
-
-static struct dso libc_dso = { .what = "libc" }, vdso_dso = { .what = "vdso" };
-
-static bool in_dso(const struct dso *d, uint64_t a)
-{
-	for (int i = 0; i < d->nmaps; i++)
-		if (a >= d->lo[i] && a < d->hi[i])
-			return true;
-	return false;
-}
-
-static int dsym_cmp(const void *a, const void *b)
-{
-	const struct dsym *x = a, *y = b;
-
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-/* Leading underscores, then length: read before __read. */
-static bool better_name(const char *a, const char *b)
-{
-	size_t ua = strspn(a, "_"), ub = strspn(b, "_");
-
-	return ua != ub ? ua < ub : strlen(a) < strlen(b);
-}
-
-/*
- * The dynamic symbol of @d that contains run-time address @a: with @want,
- * that alias if it is one (else NULL); without, the best of its names.
- */
-static const char *dso_name(const struct dso *d, uint64_t a, const char *want,
-			    uint64_t *off)
-{
-	uint64_t v = a - d->bias;
-	size_t lo = 0, hi = d->nsyms;
-	const char *best = NULL;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (d->syms[mid].addr <= v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (size_t i = lo; i-- > 0 && d->syms[i].addr == d->syms[lo - 1].addr;) {
-		const struct dsym *s = &d->syms[i];
-
-		if (v >= s->addr + (s->size ? s->size : 1))
-			continue;
-		if (want) {
-			if (!strcmp(s->name, want))
-				return s->name;
-		} else if (!best || better_name(s->name, best)) {
-			best = s->name;
-			if (off)
-				*off = v - s->addr;
-		}
-	}
-	return best;
-}
-
-/*
- * The functions in .dynsym of the ELF image @img (@size bytes), whose
- * first PT_LOAD's page is mapped at @base.
- */
-static int dso_load(struct dso *d, const uint8_t *img, size_t size, uint64_t base)
-{
-	const ElfW(Ehdr) *eh = (const void *)img;
-	const ElfW(Phdr) *ph;
-	const ElfW(Shdr) *sh;
-	uint64_t page = sysconf(_SC_PAGESIZE);
-	int i;
-
-	if (size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
-	    eh->e_ident[EI_CLASS] != (sizeof(long) == 8 ? ELFCLASS64 : ELFCLASS32) ||
-	    eh->e_phoff + eh->e_phnum * sizeof(*ph) > size ||
-	    eh->e_shoff + eh->e_shnum * sizeof(*sh) > size)
-		return -ENOEXEC;
-	ph = (const void *)(img + eh->e_phoff);
-	for (i = 0; i < eh->e_phnum && ph[i].p_type != PT_LOAD; i++)
-		;
-	if (i == eh->e_phnum)
-		return -ENOEXEC;
-	d->bias = base - ((ph[i].p_vaddr - ph[i].p_offset) & ~(page - 1));
-	sh = (const void *)(img + eh->e_shoff);
-	for (i = 0; i < eh->e_shnum; i++) {
-		const ElfW(Shdr) *str = &sh[sh[i].sh_link];
-		const ElfW(Sym) *s;
-		size_t n;
-
-		if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum ||
-		    sh[i].sh_offset + sh[i].sh_size > size ||
-		    str->sh_offset + str->sh_size > size)
-			continue;
-		s = (const void *)(img + sh[i].sh_offset);
-		n = sh[i].sh_size / sizeof(*s);
-		d->syms = calloc(n, sizeof(*d->syms));
-		if (!d->syms)
-			return -ENOMEM;
-		for (size_t j = 0; j < n; j++) {
-			if (ELF64_ST_TYPE(s[j].st_info) != STT_FUNC ||
-			    s[j].st_shndx == SHN_UNDEF || !s[j].st_value ||
-			    s[j].st_name >= str->sh_size)
-				continue;
-			d->syms[d->nsyms].addr = s[j].st_value;
-			d->syms[d->nsyms].size = s[j].st_size;
-			d->syms[d->nsyms].name = (const char *)img + str->sh_offset + s[j].st_name;
-			d->nsyms++;
-		}
-		qsort(d->syms, d->nsyms, sizeof(*d->syms), dsym_cmp);
-		return 0;
-	}
-	return -ENOENT;
-}
-
 /*
  * libc's and the vDSO's mappings from /proc/self/maps (the children are
  * forked from this process: the same), and their symbols: libc.so.6 read
  * from the file maps names, the vDSO from memory.
  */
+static struct dc_dso libc_dso, vdso_dso;
+
 static int maps_load(void)
 {
-	FILE *f = fopen("/proc/self/maps", "r");
-	uint64_t libc_base = 0;
-	char line[1024];
-	int err = 0;
+	int err = dc_dso_find(&libc_dso, 0, "libc.so.6");
 
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi, off;
-		struct dso *d = NULL;
-		char *path, *p;
-		int pos = 0;
-
-		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &lo, &hi, &off, &pos) < 3 || !pos)
-			continue;
-		path = line + pos;
-		path[strcspn(path, "\n")] = 0;
-		p = strrchr(path, '/');
-		if (!strcmp(path, "[vdso]"))
-			d = &vdso_dso;
-		else if (p && !strcmp(p + 1, "libc.so.6"))
-			d = &libc_dso;
-		if (!d || d->nmaps == 8)
-			continue;
-		d->lo[d->nmaps] = lo;
-		d->hi[d->nmaps++] = hi;
-		if (d == &libc_dso && !off && !libc_base) {
-			libc_base = lo;
-			snprintf(libc_dso.path, sizeof(libc_dso.path), "%s", path);
-		}
-	}
-	fclose(f);
-	if (libc_base) {
-		struct stat st;
-		void *map = MAP_FAILED;
-		int fd = open(libc_dso.path, O_RDONLY);
-
-		if (fd >= 0 && !fstat(fd, &st))
-			map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (fd >= 0)
-			close(fd);
-		err = map == MAP_FAILED ? -errno : dso_load(&libc_dso, map, st.st_size, libc_base);
-		if (err)
-			return err;
-	}
-	if (vdso_dso.nmaps)
-		err = dso_load(&vdso_dso, (const uint8_t *)(uintptr_t)vdso_dso.lo[0],
-			       vdso_dso.hi[0] - vdso_dso.lo[0], vdso_dso.lo[0]);
-	return err;
+	if (err && err != -ENOENT)
+		return err;
+	err = dc_dso_find(&vdso_dso, 0, "[vdso]");
+	return err == -ENOENT ? 0 : err;
 }
 
 /*
@@ -473,7 +302,7 @@ static bool vsys_sysenter;
 static void vsys_find(void)
 {
 	for (size_t i = 0; sizeof(long) == 4 && i < vdso_dso.nsyms; i++) {
-		const struct dsym *s = &vdso_dso.syms[i];
+		const struct dc_dsym *s = &vdso_dso.syms[i];
 		const uint8_t *p = (const uint8_t *)(uintptr_t)(s->addr + vdso_dso.bias);
 
 		if (strcmp(s->name, "__kernel_vsyscall"))
@@ -646,13 +475,13 @@ static bool frame_is(uint64_t a, const struct pat *p)
 	case OBJ_EXE:
 		return dc_sym_is(a, p->name);
 	case OBJ_LIBC:
-		if (!in_dso(&libc_dso, a))
+		if (!dc_dso_has(&libc_dso, a))
 			return false;
-		return p->name ? !!dso_name(&libc_dso, a, p->name, NULL) :
-				 !dso_name(&libc_dso, a, NULL, NULL);
+		return p->name ? !!dc_dso_name(&libc_dso, a, p->name, NULL) :
+				 !dc_dso_name(&libc_dso, a, NULL, NULL);
 	case OBJ_VDSO:
-		return in_dso(&vdso_dso, a) &&
-		       (!p->name || dso_name(&vdso_dso, a, p->name, NULL));
+		return dc_dso_has(&vdso_dso, a) &&
+		       (!p->name || dc_dso_name(&vdso_dso, a, p->name, NULL));
 	default:
 		return false;
 	}
@@ -793,16 +622,16 @@ static const char *frame_name(uint64_t a, const char **where, uint64_t *off)
 	*where = "";
 	if ((n = dc_sym(a, off)))
 		return n;
-	if (in_dso(&libc_dso, a)) {
+	if (dc_dso_has(&libc_dso, a)) {
 		*where = " [libc]";
-		n = dso_name(&libc_dso, a, NULL, off);
+		n = dc_dso_name(&libc_dso, a, NULL, off);
 		if (!n)
 			*off = a - libc_dso.bias;	/* for addr2line */
 		return n ? n : "libc.so.6";
 	}
-	if (in_dso(&vdso_dso, a)) {
+	if (dc_dso_has(&vdso_dso, a)) {
 		*where = " [vdso]";
-		n = dso_name(&vdso_dso, a, NULL, off);
+		n = dc_dso_name(&vdso_dso, a, NULL, off);
 		return n ? n : "vdso";
 	}
 	return "?";
@@ -1036,50 +865,6 @@ FRAME pid_t selftest_run(void (*fn)(void *arg), void *arg,
 	return getpid();
 }
 
-/*
- * dc_find_deferred() by binary search: thousands of samples and records of
- * 4 KiB each are too many for a linear search per sample under TCG.
- */
-struct rec_key {
-	uint64_t cookie;
-	uint32_t pid, tid;
-	long idx;
-};
-
-static int rec_key_cmp(const void *a, const void *b)
-{
-	const struct rec_key *x = a, *y = b;
-
-	if (x->cookie != y->cookie)
-		return x->cookie < y->cookie ? -1 : 1;
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-static long find_rec(const struct rec_key *keys, size_t nkeys,
-		     const struct dc_sample *s, long *count)
-{
-	struct rec_key k = { s->cookie, s->pid, s->tid, -1 };
-	size_t lo = 0, hi = nkeys, i;
-
-	while (lo < hi) {	/* the first key >= k */
-		size_t mid = (lo + hi) / 2;
-
-		if (rec_key_cmp(&keys[mid], &k) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (i = lo; i < nkeys && keys[i].cookie == k.cookie &&
-		     keys[i].pid == k.pid && keys[i].tid == k.tid; i++)
-		;
-	*count = i - lo;
-	return i > lo ? keys[lo].idx : -1;
-}
-
 /* Is the record's first frame in the workload's leaf? */
 static bool is_leaf(const struct workload *w, const struct dc_sample *s,
 		    const struct dc_deferred *d)
@@ -1098,14 +883,10 @@ static void analyze(const struct workload *w, enum mode mode, struct dc_log *log
 	bool fpw = fp_walk(mode);
 	const struct pat (*chain)[MAX_PAT] = fpw ? w->fp_chain : w->chain;
 	const struct pat *startup = fpw ? w->fp_startup : w->startup;
-	struct rec_key *keys = calloc(log->nr_deferred + 1, sizeof(*keys));
+	struct dc_rec_key *keys = dc_rec_index(log);
 
 	if (!keys)
 		ksft_exit_fail_msg("out of memory\n");
-	for (size_t i = 0; i < log->nr_deferred; i++)
-		keys[i] = (struct rec_key){ log->deferred[i].cookie, log->deferred[i].pid,
-					    log->deferred[i].tid, (long)i };
-	qsort(keys, log->nr_deferred, sizeof(*keys), rec_key_cmp);
 	r->samples = log->nr_samples;
 	r->records = log->nr_deferred;
 	r->lost = log->lost;
@@ -1123,7 +904,7 @@ static void analyze(const struct workload *w, enum mode mode, struct dc_log *log
 			r->bad_ctx++;
 			continue;
 		}
-		idx = find_rec(keys, log->nr_deferred, s, &n);
+		idx = dc_rec_find(keys, log->nr_deferred, s->cookie, s->pid, s->tid, &n);
 		if (idx < 0 && dc_in_final_stop(log, s)) {
 			r->stopping++;
 			continue;
