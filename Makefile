@@ -26,7 +26,7 @@ SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_threads \
 	deferred_lost deferred_nmi deferred_failslab deferred_races deferred_stress \
 	deferred_bench deferred_bench_32 deferred_hostile deferred_hostile_32 \
 	deferred_tables deferred_tables_32 deferred_tables_fp deferred_tables_fp_32 \
-	deferred_hostile_tables deferred_tables_cache \
+	deferred_hostile_tables deferred_tables_cache deferred_tables_signal \
 	perf_defer.sh perf_real.sh
 export SELFTESTS
 # Tests that must fail on the upstream C kernel: the upstream 7.3 bugs the
@@ -40,9 +40,11 @@ XFAIL_c := deferred_exit:2 deferred_cpu_bare:2 deferred_cpu_bare:3 \
 SKIP_nodebug := deferred_stress:8
 # Tests that report SKIP on the upstream C kernels (c, c-debug), and only
 # there: deferred_tables_cache tests the Rust unwinder's per-mm row cache,
-# and perf_real.sh's test 1 compares the table walk with perf's DWARF
-# unwinder; C has neither (on Rust, a missing tables switch fails instead).
-SKIP_c := $(foreach n,$(shell seq 1 18),deferred_tables_cache:$(n)) perf_real.sh:1
+# perf_real.sh's test 1 compares the table walk with perf's DWARF unwinder,
+# and deferred_tables_signal's table tests need the table walk; C has none
+# of them (on Rust, a missing tables switch fails instead).
+SKIP_c := $(foreach n,$(shell seq 1 18),deferred_tables_cache:$(n)) perf_real.sh:1 \
+	$(foreach n,2 3 5 6 8 9,deferred_tables_signal:$(n))
 # The real programs perf_real.sh profiles on the Rust kernel, compared
 # on the host by scripts/compare-real.py (make real-programs).
 REAL_COMPARED := perl gzip bzip2 grep
