@@ -108,7 +108,8 @@
  * thread, every record a sample, is MISC_USER, non-empty, user addresses
  * only; nothing lost or malformed.  Excused, counted and printed with
  * their kernel stacks: a thread's last sample, taken in the exit or
- * signal path, if it has no record; a sample in do_exit() without a
+ * signal path, if it has no record; a sample in do_exit() or
+ * do_group_exit() (the exit path, as deferred_exit and deferred_races) without a
  * cookie (nothing can be deferred there: perf takes the user stack in
  * place, the arch's frame-pointer walk, or none).  A sample of another
  * task, or without a cookie elsewhere, fails.
@@ -1182,7 +1183,9 @@ static void analyze(struct child *c, size_t *exact, size_t *records, bool *leaf_
 
 		if (s->pid != (uint32_t)c->pid || worker_of(c, s->tid) < 0)
 			c->bad_pid++;
-		if (!s->ends_deferred && !s->cookie && dc_kernel_stack_has(s, "do_exit")) {
+		if (!s->ends_deferred && !s->cookie &&
+		    (dc_kernel_stack_has(s, "do_exit") ||
+		     dc_kernel_stack_has(s, "do_group_exit"))) {
 			/*
 			 * In the exit path nothing can be deferred: perf
 			 * takes the user stack in place (the arch's
