@@ -72,7 +72,7 @@ use kernel::{
     alloc::flags::GFP_KERNEL_ACCOUNT,
     bindings,
     fs::File,
-    mm::{MmWithUser, MmapReadGuard},
+    mm::{virt::VmaRef, MmWithUser, MmapReadGuard},
     new_mutex,
     prelude::*,
     sync::{
@@ -159,15 +159,21 @@ impl Object {
         if vma.start() as u64 != self.start || vma.end() as u64 != self.end {
             return false;
         }
-        // SAFETY: The vma is valid and its fields stable while the mmap
-        // read lock is held.
-        let (file, pgoff) = unsafe { ((*vma.as_ptr()).vm_file, (*vma.as_ptr()).vm_pgoff) };
+        let (file, pgoff) = file_and_pgoff(vma);
         let same_file = match &self.file {
             Some(f) => core::ptr::eq(file, f.as_ptr()),
             None => file.is_null(),
         };
         same_file && pgoff as u64 == self.pgoff && is_vdso(mm, vma.start()) == self.vdso
     }
+}
+
+/// The file a vma maps (null for anonymous memory and the vDSO) and its
+/// offset in pages.
+fn file_and_pgoff(vma: &VmaRef) -> (*mut bindings::file, usize) {
+    // SAFETY: `vma` is a valid vma (a `VmaRef` is only had under its
+    // mmap or vma lock), whose fields are stable while it is.
+    unsafe { ((*vma.as_ptr()).vm_file, (*vma.as_ptr()).vm_pgoff) }
 }
 
 /// Whether `start` is the vDSO's base in `mm`.
@@ -362,9 +368,7 @@ impl<'a> TaskTables<'a> {
             let lock = mm.mmap_read_lock();
             let vma = lock.vma_lookup(usize::try_from(pc).ok()?)?;
             let start = vma.start();
-            // SAFETY: The vma is valid and its fields stable while the
-            // mmap read lock is held.
-            let (f, pgoff) = unsafe { ((*vma.as_ptr()).vm_file, (*vma.as_ptr()).vm_pgoff) };
+            let (f, pgoff) = file_and_pgoff(vma);
             let vdso = f.is_null() && is_vdso(mm, start);
             let (file, base) = if f.is_null() {
                 (None, vdso.then_some(start))
@@ -377,9 +381,7 @@ impl<'a> TaskTables<'a> {
                     .and_then(|off| start.checked_sub(off))
                     .and_then(|base| {
                         let first = lock.vma_lookup(base)?;
-                        // SAFETY: As above.
-                        let (f0, o) =
-                            unsafe { ((*first.as_ptr()).vm_file, (*first.as_ptr()).vm_pgoff) };
+                        let (f0, o) = file_and_pgoff(first);
                         // The same file, or its inode mapped through
                         // another open() (a MAP_FIXED remap of the code).
                         let same = core::ptr::eq(f0, f)

@@ -271,6 +271,16 @@ fn check_object(path: &str) -> Result<Tally, String> {
             let g = fde
                 .unwind_info_for_address(&eh_frame, &bases, &mut ctx, pc)
                 .map(|row| {
+                    // A register's rule, `DW_OP_breg<sp> off` read as AtSp.
+                    let at_sp_rule = |reg: u64| match row.register(gimli::Register(reg as u16)) {
+                        RegisterRule::Expression(e) => Some(
+                            e.get(&eh_frame)
+                                .ok()
+                                .and_then(|e| cfi::sp_pattern(e.0.slice(), arch, false))
+                                .map_or(Rule::Expression, Rule::AtSp),
+                        ),
+                        r => rule_of(&r),
+                    };
                     let cfa = match row.cfa() {
                         CfaRule::RegisterAndOffset { register, offset } => {
                             Cfa::RegOffset(register.0, i32::try_from(*offset).unwrap_or(i32::MAX))
@@ -289,15 +299,7 @@ fn check_object(path: &str) -> Result<Tally, String> {
                     };
                     (
                         cfa,
-                        match row.register(gimli::Register(arch.ra as u16)) {
-                            RegisterRule::Expression(e) => Some(
-                                e.get(&eh_frame)
-                                    .ok()
-                                    .and_then(|e| cfi::sp_pattern(e.0.slice(), arch, false))
-                                    .map_or(Rule::Expression, Rule::AtSp),
-                            ),
-                            r => rule_of(&r),
-                        },
+                        at_sp_rule(arch.ra),
                         match row.register(gimli::Register(arch.fp as u16)) {
                             RegisterRule::Expression(e) => Some({
                                 let b = e.get(&eh_frame).map(|e| e.0.slice().to_vec());
@@ -309,15 +311,7 @@ fn check_object(path: &str) -> Result<Tally, String> {
                             }),
                             r => rule_of(&r),
                         },
-                        match row.register(gimli::Register(arch.bx as u16)) {
-                            RegisterRule::Expression(e) => Some(
-                                e.get(&eh_frame)
-                                    .ok()
-                                    .and_then(|e| cfi::sp_pattern(e.0.slice(), arch, false))
-                                    .map_or(Rule::Expression, Rule::AtSp),
-                            ),
-                            r => rule_of(&r),
-                        },
+                        at_sp_rule(arch.bx),
                     )
                 });
             let mut r = Reader::new(&mut image);
