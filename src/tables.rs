@@ -63,7 +63,7 @@
 use crate::logic::{
     cfi::{self, Cause, Hdr, Reader, UserBytes},
     elf,
-    rows::{FdeEntry, Found, ObjectRows, PackedRow, Store},
+    rows::{FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Store},
     walk::{Stop, TableStats, Tables},
     word::WordSize,
 };
@@ -184,6 +184,10 @@ fn is_vdso(mm: &MmWithUser, start: usize) -> bool {
     vdso == start
 }
 
+// SAFETY: All zeroes is a valid `PcMemo` (an empty one: its slots' keys
+// are 0, and the rest is integers).
+unsafe impl Zeroable for PcMemo {}
+
 /// What the cache's mutex guards.
 struct Inner {
     /// The mmap sequence count the objects were last validated at.
@@ -192,6 +196,9 @@ struct Inner {
     objects: KVec<Object>,
     /// Bytes of rows of all objects.
     bytes: usize,
+    /// The rows of recent pcs: copies of the objects' rows, cleared
+    /// whenever an object or rows are dropped.
+    memo: KBox<PcMemo>,
 }
 
 impl Inner {
@@ -203,6 +210,7 @@ impl Inner {
     /// Drop the objects for which `keep` says no.
     fn retain(&mut self, mut keep: impl FnMut(&Object) -> bool) {
         let mut freed = 0;
+        let before = self.objects.len();
         self.objects.retain(|o| {
             let k = keep(o);
             if !k {
@@ -210,6 +218,9 @@ impl Inner {
             }
             k
         });
+        if self.objects.len() != before {
+            self.memo.clear();
+        }
         self.add_bytes(freed, 0);
     }
 }
@@ -230,12 +241,15 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
         core::ptr::read_volatile(&raw const (*mm.as_raw()).__bindgen_anon_1.unwind_user_tables)
     };
     let cur = if cur.is_null() {
+        // Zeroed in place: too large for the stack.
+        let memo = KBox::init(PcMemo::init_zeroed(), GFP_KERNEL_ACCOUNT).ok()?;
         let new = KBox::pin_init(
             pin_init!(MmTables {
                 inner <- new_mutex!(Inner {
                     seq: None,
                     objects: KVec::new(),
                     bytes: 0,
+                    memo,
                 }),
             }),
             GFP_KERNEL_ACCOUNT,
@@ -473,6 +487,10 @@ impl Tables for TaskTables<'_> {
         ws: WordSize,
     ) -> Option<Result<Found, Cause>> {
         let g = self.inner.as_ref()?;
+        if let Some(found) = g.memo.get(pc, ws) {
+            self.hits = self.hits.saturating_add(1);
+            return Some(Ok(found));
+        }
         let covers = |o: &Object| o.start <= pc && pc < o.end;
         let known = match g.objects.get(self.last) {
             Some(o) if covers(o) => Some(self.last),
@@ -492,6 +510,7 @@ impl Tables for TaskTables<'_> {
         let hdr = o.hdr?;
         if let Some(found) = o.rows.lookup(pc) {
             self.hits = self.hits.saturating_add(1);
+            g.memo.put(pc, ws, found);
             return Some(Ok(found));
         }
         self.misses = self.misses.saturating_add(1);
@@ -500,6 +519,7 @@ impl Tables for TaskTables<'_> {
             // start again from this object.
             let start = o.start;
             g.retain(|o| o.start == start);
+            g.memo.clear();
             if let Some(o) = g.objects.get_mut(0) {
                 let before = o.bytes();
                 o.rows = Rows::default();
@@ -515,6 +535,9 @@ impl Tables for TaskTables<'_> {
         let res = o.rows.fill(r, &hdr, ws, pc);
         let after = o.bytes();
         g.add_bytes(before, after);
+        if let Ok(found) = res {
+            g.memo.put(pc, ws, found);
+        }
         Some(res.map_err(|e| e.cause()))
     }
 }
@@ -648,6 +671,16 @@ mod tests {
                     assert_eq!(row, packed);
                     // Remembered: found again, without a read.
                     assert_eq!(rows.lookup(pc), Some((row, signal)));
+                    // And through the memo, allocated as `mm_tables`
+                    // allocates it (zeroed: empty).
+                    let memo = KBox::init(PcMemo::init_zeroed(), GFP_KERNEL_ACCOUNT);
+                    assert!(memo.is_ok());
+                    let Ok(mut memo) = memo else { return };
+                    assert_eq!(memo.get(pc, case.ws), None);
+                    memo.put(pc, case.ws, (row, signal));
+                    assert_eq!(memo.get(pc, case.ws), Some((row, signal)));
+                    memo.clear();
+                    assert_eq!(memo.get(pc, case.ws), None);
                 }
                 // Only a transient refusal is not remembered.
                 (Err(e), _) => {

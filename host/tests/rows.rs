@@ -35,7 +35,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use unwind_logic::cfi::{
     self, Arch, Bound, Cause, Frame, Hdr, Reader, Refusal, Row, RowSink, Step, UserBytes,
 };
-use unwind_logic::rows::{CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, RaRule};
+use unwind_logic::rows::{
+    CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, PcMemo, RaRule, MEMO_SLOTS,
+};
 use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize};
 use unwind_logic::walk_cases;
 
@@ -822,6 +824,9 @@ struct OneObject {
     rows: Rows,
     /// Lookups that missed (FDEs compiled, pcs remembered as not covered).
     fills: u32,
+    /// The kernel's memo of recent pcs' rows in front of the rows (the
+    /// second walk of a case answers from it).
+    memo: Option<Box<PcMemo>>,
 }
 
 impl OneObject {
@@ -830,6 +835,7 @@ impl OneObject {
             hdr: hdr_of(mem, ws),
             rows: Rows::default(),
             fills: 0,
+            memo: Some(Box::new(PcMemo::empty())),
         }
     }
 }
@@ -841,11 +847,23 @@ impl Tables for OneObject {
         pc: u64,
         ws: WordSize,
     ) -> Option<Result<Found, Cause>> {
-        if let Some(found) = self.rows.lookup(pc) {
+        if let Some(found) = self.memo.as_ref().and_then(|m| m.get(pc, ws)) {
             return Some(Ok(found));
         }
-        self.fills += 1;
-        Some(self.rows.fill(r, &self.hdr, ws, pc).map_err(|e| e.cause()))
+        let found = match self.rows.lookup(pc) {
+            Some(found) => found,
+            None => {
+                self.fills += 1;
+                match self.rows.fill(r, &self.hdr, ws, pc) {
+                    Ok(found) => found,
+                    Err(e) => return Some(Err(e.cause())),
+                }
+            }
+        };
+        if let Some(m) = self.memo.as_mut() {
+            m.put(pc, ws, found);
+        }
+        Some(Ok(found))
     }
 }
 
@@ -1527,6 +1545,7 @@ fn pcs_without_fde_are_remembered() {
         hdr: h,
         rows: Rows::default(),
         fills: 0,
+        memo: None,
     };
     for pc in [
         CODE - 1,
@@ -2063,4 +2082,71 @@ fn compat_fp_val_offset_wraps() {
         assert_eq!(got, want, "{name}");
         assert_eq!(got.stop, stop, "{name}: {got:x?}");
     }
+}
+
+/// The memo of recent pcs' rows (`PcMemo`, the kernel's per-mm front of
+/// the rows) answers, for a pc, only what was last put for that pc and
+/// word size, or nothing: never another pc's row; a cleared memo nothing;
+/// a pc from 2^62 is never remembered.
+#[test]
+fn memo_answers_only_what_was_put() {
+    let mut rng = Rng(0x5eed_0123_4567_89ab);
+    let mut memo = Box::new(PcMemo::empty());
+    let mut model: BTreeMap<(u64, bool), Found> = BTreeMap::new();
+    let row = |rng: &mut Rng| {
+        let b = rng.next();
+        let mut p = PackedRow::default();
+        p.start = b as u32;
+        p.cfa = (b >> 32) as i32;
+        (p, b & 1 != 0)
+    };
+    let mut hits = 0;
+    for round in 0..200_000u32 {
+        // Pcs clustered (collisions in the 256 slots are common) and
+        // spread, both word sizes.
+        let pc = match rng.next() % 4 {
+            0 => 0x40_0000 + rng.next() % 4096,
+            1 => rng.next() >> 17,
+            2 => (rng.next() % 4096) << 36,
+            _ => rng.next() | (1 << 62),
+        };
+        let ws = if rng.next() % 3 == 0 {
+            WordSize::W4
+        } else {
+            WordSize::W8
+        };
+        if rng.next() % 2 == 0 {
+            let f = row(&mut rng);
+            memo.put(pc, ws, f);
+            model.insert((pc, ws == WordSize::W4), f);
+        }
+        match memo.get(pc, ws) {
+            Some(got) => {
+                hits += 1;
+                assert!(pc >> 62 == 0, "pc {pc:#x} remembered");
+                assert_eq!(
+                    Some(&got),
+                    model.get(&(pc, ws == WordSize::W4)),
+                    "pc {pc:#x} {ws:?}"
+                );
+            }
+            None => {}
+        }
+        if round % 50_000 == 49_999 {
+            memo.clear();
+            for (&(pc, w4), _) in model.iter() {
+                let ws = if w4 { WordSize::W4 } else { WordSize::W8 };
+                assert_eq!(memo.get(pc, ws), None, "{pc:#x} after clear");
+            }
+            model.clear();
+        }
+    }
+    assert!(hits > 10_000, "the memo answered only {hits} times");
+    // A key's own slot: the same pc of the other word size is another key.
+    let f = (PackedRow::default(), true);
+    memo.clear();
+    memo.put(0x1234, WordSize::W8, f);
+    assert_eq!(memo.get(0x1234, WordSize::W8), Some(f));
+    assert_eq!(memo.get(0x1234, WordSize::W4), None);
+    assert_eq!(MEMO_SLOTS.count_ones(), 1);
 }

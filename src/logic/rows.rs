@@ -125,6 +125,21 @@ pub enum CfaRule {
     Bx(i32),
 }
 
+/// The rules of a usual row ([`PackedRow::usual`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usual {
+    /// The CFA is the frame pointer plus `cfa` (else the stack pointer).
+    pub cfa_fp: bool,
+    /// The CFA's offset.
+    pub cfa: i32,
+    /// The return address is saved at CFA + `ra`.
+    pub ra: i16,
+    /// The caller's frame pointer is saved at CFA + it (`None`: kept).
+    pub fp: Option<i16>,
+    /// The caller's `%rbx` is saved at CFA + it (`None`: kept).
+    pub bx: Option<i16>,
+}
+
 /// The return-address rule of a [`PackedRow`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RaRule {
@@ -226,6 +241,39 @@ impl PackedRow {
             aux: aux | (bx_kind << BX_SHIFT),
             _pad: 0,
         }
+    }
+
+    /// The row's rules if they are the usual frame's, the one most
+    /// steps meet: the CFA is the stack or frame pointer plus an offset,
+    /// the return address is saved at CFA + offset, the frame pointer is
+    /// kept or saved at CFA + offset, and `%rbx` is kept or saved at CFA +
+    /// offset.  A walk steps it with a few instructions
+    /// ([`super::walk`]); every other row takes the general path.
+    #[inline(always)]
+    pub fn usual(&self) -> Option<Usual> {
+        let k = self.kind;
+        let cfa_fp = match k & (CFA_MASK | RA_UNDEFINED | RA_AT_SP) {
+            CFA_SP => false,
+            CFA_FP => true,
+            _ => return None,
+        };
+        let fp = match (k >> FP_SHIFT) & 7 {
+            FP_KEEP => None,
+            FP_AT => Some(self.fp),
+            _ => return None,
+        };
+        let bx = match (self.aux >> BX_SHIFT) & 7 {
+            BX_KEEP => None,
+            BX_AT => Some(self.bx),
+            _ => return None,
+        };
+        Some(Usual {
+            cfa_fp,
+            cfa: self.cfa,
+            ra: self.ra,
+            fp,
+            bx,
+        })
     }
 
     /// The refusal's cause, for a refused row.
@@ -339,6 +387,107 @@ pub struct ObjectRows<F, R> {
 
 /// What a lookup found: the row and whether its FDE is a signal frame's.
 pub type Found = (PackedRow, bool);
+
+/// Slots of a [`PcMemo`] (a power of two).
+pub const MEMO_SLOTS: usize = 256;
+const _: () = assert!(MEMO_SLOTS.is_power_of_two());
+
+/// One slot of a [`PcMemo`]: the key ([`PcMemo::key`]; 0: empty) and the
+/// row, with its FDE's signal flag in the row's spare byte.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct MemoSlot {
+    key: u64,
+    row: PackedRow,
+}
+
+/// A direct-mapped memo of the rows found for recent pcs, in front of the
+/// objects' sorted rows: a frame whose pc a walk met before (the same
+/// call site in a later sample, or in a recursion) costs a multiply, a
+/// compare and a copy instead of an object lookup and two binary
+/// searches.  It holds copies of rows that stay right as long as their
+/// object is cached; whoever drops an object or rows must
+/// [`clear`](Self::clear) it.
+///
+/// All zeroes is an empty memo (the kernel allocates it zeroed, in place:
+/// at 24 bytes a slot it is too large for the stack).
+#[repr(C)]
+pub struct PcMemo {
+    slots: [MemoSlot; MEMO_SLOTS],
+}
+
+impl PcMemo {
+    /// An empty memo, by value (the host's and the KUnit tests' way; the
+    /// kernel allocates it zeroed in place).
+    #[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
+    pub const fn empty() -> Self {
+        const EMPTY: MemoSlot = MemoSlot {
+            key: 0,
+            row: PackedRow {
+                start: 0,
+                cfa: 0,
+                ra: 0,
+                fp: 0,
+                bx: 0,
+                kind: 0,
+                aux: 0,
+                _pad: 0,
+            },
+        };
+        PcMemo {
+            slots: [EMPTY; MEMO_SLOTS],
+        }
+    }
+
+    /// The key of `pc` for a walk of word size `ws` (rows are compiled for
+    /// one word size), never 0; `None` for a pc too large to have one
+    /// (then it is not memoised).
+    #[inline]
+    fn key(pc: u64, ws: WordSize) -> Option<u64> {
+        (pc >> 62 == 0).then(|| ((pc << 1) | u64::from(ws == WordSize::W4)) + 1)
+    }
+
+    #[inline]
+    fn slot(key: u64) -> usize {
+        // Fibonacci hashing: the top bits of the product.
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - MEMO_SLOTS.trailing_zeros())) as usize
+    }
+
+    /// The row memoised for `pc`, if any.
+    #[inline]
+    pub fn get(&self, pc: u64, ws: WordSize) -> Option<Found> {
+        let key = Self::key(pc, ws)?;
+        let s = self.slots.get(Self::slot(key))?;
+        if s.key != key {
+            return None;
+        }
+        Some((PackedRow { _pad: 0, ..s.row }, s.row._pad != 0))
+    }
+
+    /// Remember `found` for `pc` (replacing what its slot held).
+    #[inline]
+    pub fn put(&mut self, pc: u64, ws: WordSize, found: Found) {
+        let Some(key) = Self::key(pc, ws) else {
+            return;
+        };
+        if let Some(s) = self.slots.get_mut(Self::slot(key)) {
+            *s = MemoSlot {
+                key,
+                row: PackedRow {
+                    _pad: u8::from(found.1),
+                    ..found.0
+                },
+            };
+        }
+    }
+
+    /// Forget everything (an object or rows were dropped).
+    pub fn clear(&mut self) {
+        for s in self.slots.iter_mut() {
+            s.key = 0;
+        }
+    }
+}
 
 /// What [`ObjectRows::fill`] remembers for a pc.
 enum FdeOrNone {

@@ -32,7 +32,7 @@
 //! frame-pointer step as the fallback.
 
 use super::cfi::{self, Cause, Reader};
-use super::rows::{CfaRule, Found, FpRule, PackedRow, RaRule};
+use super::rows::{CfaRule, Found, FpRule, PackedRow, RaRule, Usual};
 
 pub use super::word::WordSize;
 
@@ -507,13 +507,22 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
         }
         Some(Ok(found)) => found,
     };
-    match apply_row(w, t.fp_known, t.bx, r, &row, signal) {
-        Ok(Some((ip, sp, fp))) => {
+    let step = match row.usual() {
+        Some(u) => usual_step(w, t, r, u),
+        None => apply_row(w, t.fp_known, t.bx, r, &row, signal).map(|c| {
+            c.map(|(ip, sp, fp)| {
+                let bx =
+                    t.bx.caller(row.bx_rule(), w.sp, sp, cfi::Arch::of(w.ws).bx, w.ws);
+                (ip, sp, fp, bx)
+            })
+        }),
+    };
+    match step {
+        Ok(Some((ip, sp, fp, bx))) => {
             if ip >= w.user_limit {
                 return Some(Err(Stop::NotUser));
             }
-            t.bx =
-                t.bx.caller(row.bx_rule(), w.sp, sp, cfi::Arch::of(w.ws).bx, w.ws);
+            t.bx = bx;
             w.ip = ip;
             w.sp = sp;
             if let Some(fp) = fp {
@@ -531,6 +540,74 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
             None
         }
     }
+}
+
+/// A table step's caller: its ip, stack pointer (the CFA), frame pointer
+/// (`None`: unknown) and `%rbx`.
+type Caller = (u64, u64, Option<u64>, cfi::Saved);
+
+/// [`apply_row`] and the caller's `%rbx` ([`cfi::Saved::caller`]) for a
+/// usual row ([`PackedRow::usual`]), the frame most steps meet, without
+/// decoding the general row: the same outcome (the host tests walk every
+/// hand table both ways).
+#[inline(always)]
+fn usual_step<M: UserMemory + cfi::UserBytes>(
+    w: &Walk,
+    t: &TableFrame,
+    r: &mut Reader<'_, M>,
+    u: Usual,
+) -> Result<Option<Caller>, Cause> {
+    let ws = w.ws;
+    let base = if u.cfa_fp {
+        if !t.fp_known {
+            return Err(Cause::FpUnknown);
+        }
+        w.fp
+    } else {
+        w.sp
+    };
+    let cfa = base
+        .checked_add_signed(i64::from(u.cfa))
+        .filter(|&cfa| cfi::cfa_ok(cfa, w.sp, ws, false))
+        .ok_or(Cause::CfaNotAbove)?;
+    let at = |off: i16| cfa.checked_add_signed(i64::from(off)).ok_or(Cause::Fault);
+    let (ra, fp) = match u.fp {
+        // The saved frame pointer just below the return address: both
+        // words in one read.
+        Some(off) if i64::from(off) + ws.bytes() as i64 == i64::from(u.ra) => {
+            let at = at(off)?;
+            if !r.charge(2) {
+                return Err(Cause::Bound);
+            }
+            let (fp, ra) = r.mem().read_pair(at, ws).ok_or(Cause::Fault)?;
+            (ra, Some(fp))
+        }
+        fp_off => {
+            let at_ra = at(u.ra)?;
+            if !r.charge(1) {
+                return Err(Cause::Bound);
+            }
+            let ra = r.mem().read_word(at_ra, ws).ok_or(Cause::Fault)?;
+            let fp = match fp_off {
+                Some(off) => {
+                    let at = at(off)?;
+                    if !r.charge(1) {
+                        return Err(Cause::Bound);
+                    }
+                    Some(r.mem().read_word(at, ws).ok_or(Cause::Fault)?)
+                }
+                None => t.fp_known.then_some(w.fp),
+            };
+            (ra, fp)
+        }
+    };
+    let bx = match u.bx {
+        Some(off) => cfa
+            .checked_add_signed(i64::from(off))
+            .map_or(cfi::Saved::Unknown, cfi::Saved::At),
+        None => t.bx,
+    };
+    Ok(Some((ra, cfa, fp, bx)))
 }
 
 /// The caller's ip, CFA and frame pointer (`None`: unknown) by a compiled

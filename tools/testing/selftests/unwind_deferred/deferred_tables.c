@@ -699,6 +699,14 @@ struct res {
 	bool have_stats;
 	int64_t table_frames;
 	char stats[512];	/* counters that changed */
+	/*
+	 * Leaf records that are not the chain, told apart for the failure
+	 * message (CI shows it, not the log): distinct records, those that
+	 * are a prefix of it (the walk ended early), and the first one.
+	 */
+	size_t bad_recs, bad_prefix;
+	uint64_t bad_cookies[64];
+	char bad_first[192];
 };
 
 /*
@@ -874,6 +882,41 @@ static bool is_leaf(const struct workload *w, const struct dc_sample *s,
 	return !w->leaf_kfunc || !s->nr_kernel || dc_kernel_stack_has(s, w->leaf_kfunc);
 }
 
+/*
+ * Count a leaf record that is not the chain once (by cookie), whether it
+ * is a prefix of the chain, and describe the first: what a failure says.
+ */
+static void note_bad(const struct workload *w, struct res *r, const struct dc_sample *s,
+		     const struct dc_deferred *d, const struct pat (*chain)[MAX_PAT],
+		     uint32_t where)
+{
+	size_t n = r->bad_recs < 64 ? r->bad_recs : 64;
+	bool prefix = false;
+	const char *name, *obj = "";
+	uint64_t off = 0;
+
+	for (size_t k = 0; k < n; k++)
+		if (r->bad_cookies[k] == s->cookie)
+			return;
+	if (r->bad_recs < 64)
+		r->bad_cookies[r->bad_recs] = s->cookie;
+	r->bad_recs++;
+	for (int c = 0; c < w->nchains && !prefix; c++) {
+		uint32_t wh = 0;
+
+		prefix = match(chain[c], d->ips, d->nr, 0, true, &wh);
+	}
+	r->bad_prefix += prefix;
+	if (r->bad_first[0])
+		return;
+	name = where < d->nr ? frame_name(frame_addr(d->ips, where), &obj, &off) : "(end)";
+	snprintf(r->bad_first, sizeof(r->bad_first),
+		 "tid %u cookie %#llx, %u entries, %s; from entry %u (%s%s+%#llx)",
+		 s->tid, (unsigned long long)s->cookie, d->nr,
+		 prefix ? "a prefix of the chain" : "not a prefix", where, name,
+		 where < d->nr ? obj : "", (unsigned long long)off);
+}
+
 static void analyze(const struct workload *w, enum mode mode, struct dc_log *log,
 		    pid_t pid, struct res *r)
 {
@@ -975,7 +1018,10 @@ static void analyze(const struct workload *w, enum mode mode, struct dc_log *log
 			ksft_print_msg("%s, %s: first exact leaf record:\n", w->name,
 				       mode_name[mode]);
 			print_merged(s, d);
-		} else if (!exact && print_bad) {
+		}
+		if (!exact)
+			note_bad(w, r, s, d, chain, where);
+		if (!exact && print_bad) {
 			print_bad--;
 			ksft_print_msg("%s, %s: leaf sample %zu not the chain (from entry %u of %u):\n",
 				       w->name, mode_name[mode], i, where, d->nr);
@@ -1110,9 +1156,10 @@ static void report(const struct workload *w, enum mode mode, const struct res *r
 			 r->kaddr + r->nonuser, (unsigned long long)r->lost,
 			 (unsigned long long)r->malformed);
 	ksft_test_result(r->leaf >= MIN_LEAF && r->exact * 100 >= r->leaf * 99,
-			 "%s, %s: %zu of %zu leaf records (%.1f%%, >= 99%%) are exactly the %schain\n",
+			 "%s, %s: %zu of %zu leaf records (%.1f%%, >= 99%%) are exactly the %schain%s%zu records not (%zu a prefix of it)%s%s\n",
 			 w->name, mode_name[mode], r->exact, r->leaf, pct(r->exact, r->leaf),
-			 fpw ? "frame-pointer " : "");
+			 fpw ? "frame-pointer " : "", "; ", r->bad_recs, r->bad_prefix,
+			 r->bad_first[0] ? "; first: " : "", r->bad_first);
 	if (fp_build && fpw)
 		ksft_test_result(r->leaf >= MIN_LEAF && r->agree == r->leaf,
 				 "%s, %s: every leaf record agrees with the table walk: %zu of %zu are its chain less frames the frame-pointer walk cannot see, in order (%zu at i386 __kernel_vsyscall's system call instruction, in its shape)\n",
