@@ -15,6 +15,15 @@ lines (perf_bench.sh: the perf tool profiling a deep-stack workload
 unprofiled, with classic fp and with fp,defer callchains): per case, the
 slowdown per sample, ring-buffer bytes per sample against the ideal,
 deferred records per kernel entry, computed per boot, then medians.
+
+The real programs' section comes from "BENCH_REAL prog=P mode=M ..."
+lines (perf_bench_real.sh: Debian perl, gzip, bzip2 and grep, no frame
+pointers, unprofiled, under perf record -F 4000 --call-graph fp,defer
+with the unwind tables off and on, and with dwarf): per program and
+kernel, the program's CPU time (its task_work's deferred walks included)
+over its unprofiled time, tables on over off, the cost per sample, the
+bytes per sample and the compiled rows' bytes; ratios per boot, then
+median [min-max].
 """
 import argparse
 import csv
@@ -493,6 +502,95 @@ def e2e_chart(rows, out_dir, meta):
         fig.savefig(os.path.join(out_dir, 'bench-e2e.' + ext))
 
 
+REAL_LINE = re.compile(r'BENCH_REAL (.*)$')
+
+
+def real_runs_of(log):
+    """{(prog, mode): {field: value}} of one boot's BENCH_REAL lines."""
+    out = {}
+    if not os.path.exists(log):
+        return out
+    with open(log, errors='replace') as f:
+        for line in f:
+            m = REAL_LINE.search(line)
+            if not m:
+                continue
+            kv = dict(x.split('=', 1) for x in m.group(1).split() if '=' in x)
+            vals = {k: (None if v == '-' else float(v)) for k, v in kv.items()
+                    if k not in ('prog', 'mode')}
+            out[(kv.get('prog'), kv.get('mode'))] = vals
+    return out
+
+
+def real_metrics_of(log):
+    """{(prog, metric): value} of one boot: ratios within the boot."""
+    runs = real_runs_of(log)
+    out = {}
+    progs = sorted({p for p, _ in runs})
+    for p in progs:
+        none = runs.get((p, 'none'), {}).get('cpu_us')
+        for m in ('off', 'on', 'fp', 'dwarf'):
+            r = runs.get((p, m))
+            if not r or not none or r.get('cpu_us') is None:
+                continue
+            out[(p, 'CPU %s / unprofiled' % m)] = r['cpu_us'] / none
+            if r.get('samples'):
+                out[(p, 'us/sample %s' % m)] = (r['cpu_us'] - none) / r['samples']
+                if r.get('bytes') is not None:
+                    out[(p, 'bytes/sample %s' % m)] = r['bytes'] / r['samples']
+            if m == 'on' and r.get('rows_bytes') is not None:
+                out[(p, 'rows KiB (on)')] = r['rows_bytes'] / 1024
+        on, off = runs.get((p, 'on')), runs.get((p, 'off'))
+        if on and off and off.get('cpu_us'):
+            out[(p, 'CPU on / off')] = on['cpu_us'] / off['cpu_us']
+    return out
+
+
+def real_rows(real):
+    """Rows (program, metric, kernel medians [min-max]) of every boot."""
+    rows = []
+    keys = []
+    for (kernel, mode), boots in sorted(real.items()):
+        if mode != 'icount':
+            continue
+        for b in boots:
+            for k in b:
+                if k not in keys:
+                    keys.append(k)
+    for prog, metric in keys:
+        row = {'metric': '%s: %s' % (prog, metric), 'unit': 'ratio'}
+        for kernel in ('c', 'rust'):
+            vals = [b[(prog, metric)] for b in real.get((kernel, 'icount'), [])
+                    if (prog, metric) in b]
+            if vals:
+                row[kernel + '_median'] = statistics.median(vals)
+                row[kernel + '_min'] = min(vals)
+                row[kernel + '_max'] = max(vals)
+                row[kernel + '_n'] = len(vals)
+        rows.append(row)
+    return rows
+
+
+def real_print(rows):
+    if not rows:
+        print('\nReal programs: no BENCH_REAL figures in the logs')
+        return
+
+    def fmt(r, k):
+        if r.get(k + '_median') is None:
+            return '-'
+        f = '%.3f' if r['unit'] == 'ratio' and r[k + '_median'] < 10 else '%.1f'
+        return (f + ' [' + f + '-' + f + ']') % (r[k + '_median'], r[k + '_min'], r[k + '_max'])
+
+    print('\nReal programs (Debian, no frame pointers), perf record -F 4000 -e cpu-clock;'
+          ' CPU time of the program, deferred walks included (icount: instructions)')
+    hdr = '%-40s %26s %26s' % ('program: metric', 'C median [min-max]', 'Rust median [min-max]')
+    print(hdr)
+    print('-' * len(hdr))
+    for r in rows:
+        print('%-40s %26s %26s' % (r['metric'], fmt(r, 'c'), fmt(r, 'rust')))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('dir')
@@ -502,11 +600,13 @@ def main():
     runs = {}   # (kernel, mode) -> [metrics dict]
     e2e = {}    # the same, end to end
     mem_runs = {}   # the same, memory and cancel
+    real = {}   # the same, real programs
     for log in sorted(glob.glob(os.path.join(a.dir, '*-*-*.log'))):
         kernel, mode, _ = os.path.basename(log)[:-4].split('-', 2)
         runs.setdefault((kernel, mode), []).append(metrics_of(log))
         e2e.setdefault((kernel, mode), []).append(e2e_metrics_of(log))
         mem_runs.setdefault((kernel, mode), []).append(memory_and_scale_of(log))
+        real.setdefault((kernel, mode), []).append(real_metrics_of(log))
     if not runs.get(('c', 'icount')) or not runs.get(('rust', 'icount')):
         sys.exit('bench.py: no icount runs of both kernels in %s' % a.dir)
 
@@ -559,6 +659,8 @@ def main():
 
     e2e_table = e2e_rows(e2e)
     e2e_print(e2e_table)
+    real_table = real_rows(real)
+    real_print(real_table)
 
     rows += memory_and_scale(mem_runs)
 
@@ -567,10 +669,11 @@ def main():
     with open(os.path.join(a.dir, 'bench.csv'), 'w', newline='') as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction='ignore')
         w.writeheader()
-        for r in rows + e2e_table:
+        for r in rows + e2e_table + real_table:
             w.writerow(r)
     with open(os.path.join(a.dir, 'bench.json'), 'w') as f:
-        json.dump({'meta': meta, 'rows': rows, 'end_to_end': e2e_table}, f, indent=1)
+        json.dump({'meta': meta, 'rows': rows, 'end_to_end': e2e_table,
+                   'real_programs': real_table}, f, indent=1)
 
     import matplotlib
     matplotlib.use('Agg')

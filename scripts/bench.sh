@@ -12,7 +12,10 @@
 # (kernel/unwind/bench_deferred.c, C API only) is built into both kernels.
 # Each boot then runs the end-to-end benchmark (perf_bench.sh: the perf
 # tool profiling a deep-stack workload without, with classic fp and with
-# fp,defer callchains); BENCH_E2E=0 skips it.
+# fp,defer callchains); BENCH_E2E=0 skips it.  And the real programs'
+# cost (perf_bench_real.sh: Debian perl, gzip, bzip2, grep unprofiled,
+# with fp,defer and the unwind tables off and on, and with dwarf);
+# BENCH_REAL=0 skips it.
 # scripts/bench.py turns the logs into a table (terminal), CSV, JSON and a
 # chart under $BUILD/bench/.
 . "$(dirname "$0")/lib.sh"
@@ -20,8 +23,10 @@
 REPS=${BENCH_REPS:-5}
 ROUNDS=${BENCH_ROUNDS:-1}
 E2E=${BENCH_E2E:-1}
+REAL=${BENCH_REAL:-1}
 SECTIONS="guest deferred_bench deferred_bench_32"
 [ "$E2E" = 0 ] || SECTIONS="$SECTIONS perf_bench"
+[ "$REAL" = 0 ] || SECTIONS="$SECTIONS perf_bench_real"
 OUT=$BUILD/bench
 mkdir -p "$OUT"
 rm -f "$OUT"/*.log
@@ -36,7 +41,7 @@ run() {
 	# shellcheck disable=SC2086	# $SECTIONS: one argument each
 	# loglevel=5: warnings and worse still reach the console (and the log
 	# checker), informational messages do not cut the BENCH lines.
-	QEMU_EXTRA=$extra GUEST_APPEND="rounds=$ROUNDS e2e=$E2E loglevel=5" \
+	QEMU_EXTRA=$extra GUEST_APPEND="rounds=$ROUNDS e2e=$E2E real=$REAL loglevel=5" \
 		GUEST_TIMEOUT=${BENCH_TIMEOUT:-1800} \
 		"$TOP/scripts/run-guest.sh" "$variant-bench" bench $SECTIONS >"$OUT/run.out" 2>&1 ||
 		{ cat "$OUT/run.out"; die "bench guest failed: kernel $variant-bench ($mode)"; }

@@ -23,7 +23,8 @@ for d in $depths; do
 	frames=$(sed -n 's/.*table_frames \([0-9]*\).*/\1/p' <<<"$line")
 	incl() {
 		callgrind_annotate --inclusive=yes "$out/cg.$d" 2>/dev/null |
-			awk -v f="walk_cost::$1 " 'index($0, f) && /\[/ { gsub(",", "", $1); print $1; exit }'
+			awk -v f="walk_cost::$1 " '!v && index($0, f) && /\[/ { gsub(",", "", $1); v = $1 }
+				END { print v }'
 	}
 	fp=$(incl fp_walks)
 	tab=$(incl table_walks)

@@ -97,8 +97,22 @@ pub struct PackedRow {
     /// The PLT pattern's threshold (bits 0-3) and shift - 2 (bit 4), and
     /// `%rbx`'s rule (bits 5-7, `BX_*`); for a refused row, its [`Cause`].
     aux: u8,
-    _pad: u8,
+    /// The usual row's rules again, decoded when packed (`FAST_*`), for
+    /// [`PackedRow::usual`]; 0 for every other row.  A [`PcMemo`] keeps
+    /// the signal flag in its top bit.
+    fast: u8,
 }
+
+/// [`PackedRow::fast`]: the row is the usual one ...
+const FAST_USUAL: u8 = 1;
+/// ... its CFA is based on the frame pointer (else the stack pointer) ...
+const FAST_CFA_FP: u8 = 2;
+/// ... the frame pointer is saved (else kept) ...
+const FAST_FP_AT: u8 = 4;
+/// ... `%rbx` is saved (else kept).
+const FAST_BX_AT: u8 = 8;
+/// A [`PcMemo`]'s copy of a row of a signal frame's FDE.
+const MEMO_SIGNAL: u8 = 0x80;
 
 /// `%rbx`'s rules (bits 5-7 of [`PackedRow::aux`]).
 const BX_SHIFT: u8 = 5;
@@ -231,6 +245,18 @@ impl PackedRow {
         let Some(bx) = bx else {
             return Self::refused(start, Cause::Bound);
         };
+        let usual = matches!(cfa_kind, CFA_SP | CFA_FP)
+            && ra_kind == 0
+            && matches!(fp_kind, FP_KEEP | FP_AT)
+            && matches!(bx_kind, BX_KEEP | BX_AT);
+        let fast = if usual {
+            FAST_USUAL
+                | if cfa_kind == CFA_FP { FAST_CFA_FP } else { 0 }
+                | if fp_kind == FP_AT { FAST_FP_AT } else { 0 }
+                | if bx_kind == BX_AT { FAST_BX_AT } else { 0 }
+        } else {
+            0
+        };
         PackedRow {
             start,
             cfa,
@@ -239,7 +265,7 @@ impl PackedRow {
             bx,
             kind: cfa_kind | ra_kind | (fp_kind << FP_SHIFT),
             aux: aux | (bx_kind << BX_SHIFT),
-            _pad: 0,
+            fast,
         }
     }
 
@@ -251,28 +277,16 @@ impl PackedRow {
     /// ([`super::walk`]); every other row takes the general path.
     #[inline(always)]
     pub fn usual(&self) -> Option<Usual> {
-        let k = self.kind;
-        let cfa_fp = match k & (CFA_MASK | RA_UNDEFINED | RA_AT_SP) {
-            CFA_SP => false,
-            CFA_FP => true,
-            _ => return None,
-        };
-        let fp = match (k >> FP_SHIFT) & 7 {
-            FP_KEEP => None,
-            FP_AT => Some(self.fp),
-            _ => return None,
-        };
-        let bx = match (self.aux >> BX_SHIFT) & 7 {
-            BX_KEEP => None,
-            BX_AT => Some(self.bx),
-            _ => return None,
-        };
+        let f = self.fast;
+        if f & FAST_USUAL == 0 {
+            return None;
+        }
         Some(Usual {
-            cfa_fp,
+            cfa_fp: f & FAST_CFA_FP != 0,
             cfa: self.cfa,
             ra: self.ra,
-            fp,
-            bx,
+            fp: (f & FAST_FP_AT != 0).then_some(self.fp),
+            bx: (f & FAST_BX_AT != 0).then_some(self.bx),
         })
     }
 
@@ -393,7 +407,7 @@ pub const MEMO_SLOTS: usize = 256;
 const _: () = assert!(MEMO_SLOTS.is_power_of_two());
 
 /// One slot of a [`PcMemo`]: the key ([`PcMemo::key`]; 0: empty) and the
-/// row, with its FDE's signal flag in the row's spare byte.
+/// row, with its FDE's signal flag in the top bit of its `fast`.
 #[derive(Clone, Copy)]
 #[repr(C)]
 struct MemoSlot {
@@ -431,7 +445,7 @@ impl PcMemo {
                 bx: 0,
                 kind: 0,
                 aux: 0,
-                _pad: 0,
+                fast: 0,
             },
         };
         PcMemo {
@@ -461,7 +475,13 @@ impl PcMemo {
         if s.key != key {
             return None;
         }
-        Some((PackedRow { _pad: 0, ..s.row }, s.row._pad != 0))
+        Some((
+            PackedRow {
+                fast: s.row.fast & !MEMO_SIGNAL,
+                ..s.row
+            },
+            s.row.fast & MEMO_SIGNAL != 0,
+        ))
     }
 
     /// Remember `found` for `pc` (replacing what its slot held).
@@ -474,7 +494,7 @@ impl PcMemo {
             *s = MemoSlot {
                 key,
                 row: PackedRow {
-                    _pad: u8::from(found.1),
+                    fast: found.0.fast | if found.1 { MEMO_SIGNAL } else { 0 },
                     ..found.0
                 },
             };

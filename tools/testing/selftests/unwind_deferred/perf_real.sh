@@ -71,12 +71,9 @@ DWARF_STACK_grep=65528
 # and printed; the samples that remain are compared).
 MMAP_PAGES=16384
 PROGRAMS="perl gzip bzip2 grep"
-# Work per program: about a second of guest CPU each under TCG.
-PERL_N=17
-ZIP_KB=384
-BZIP_KB=512
-GREP_LINES=6000
-
+# The inputs and command lines (real_programs.sh): about a second of guest
+# CPU each under TCG.
+. "$(dirname "$0")/real_programs.sh"
 # Debian's mawk where build-initramfs.sh copied it: much faster than
 # busybox awk over the tens of thousands of lines of a session.
 AWK=awk
@@ -124,24 +121,7 @@ rm -rf "$T"
 mkdir -p "$T"
 cd "$T" || exit 1
 
-# Inputs, made before any profiling, the same for every run: text with
-# repeated words for grep; machine code and text for the compressors.
-/usr/bin/perl -e 'srand(7); my @w = qw(alpha beta gamma delta omega);
-	for (1 .. $ARGV[0]) { print join(" ", map { $w[int rand 5] } 1 .. 8), "\n" }' \
-	"$GREP_LINES" >words.txt
-{ head -c $((ZIP_KB * 512)) /usr/bin/perl
-  /usr/bin/perl -e 'for (1 .. $ARGV[0]) { print "$_ ", $_ * $_, " lorem ipsum ", $_ % 97, "\n" }' \
-	$((ZIP_KB * 512 / 30)); } | head -c $((ZIP_KB * 1024)) >zip.in
-cat /lib/x86_64-linux-gnu/libc.so.6 /usr/bin/perl | head -c $((BZIP_KB * 1024)) >bzip.in
-# A recursive sub, and a sort whose comparator calls it (pp_sort calling
-# back into the interpreter).
-cat >perl.pl <<'EOF'
-sub fib { my $n = shift; $n < 2 ? $n : fib($n - 1) + fib($n - 2) }
-my @a = sort { fib($a % 9) <=> fib($b % 9) or $a <=> $b } map { ($_ * 7919) % 1009 } 1 .. 300;
-print fib($ARGV[0]), " $a[0]\n";
-EOF
-# Three times the same word: glibc's backtracking matcher (back-references).
-printf '%s\n' '([a-z]+) .*\1 .*\1 ' >grep.re
+real_inputs
 
 # fold COMM <perf script --no-merge-callchains output >stacks 2>counts
 # One line per distinct user stack:
@@ -262,19 +242,9 @@ stats() {
 		END { print s + 0, d + 0, l + 0 }'
 }
 
-# The programs' command lines (their scripts and patterns are in files).
-cmd() {
-	case $1 in
-	perl) echo /usr/bin/perl perl.pl "$PERL_N" ;;
-	gzip) echo /usr/bin/gzip -9 -c zip.in ;;
-	bzip2) echo /usr/bin/bzip2 -9 -c bzip.in ;;
-	grep) echo /usr/bin/grep -c -E -f grep.re words.txt ;;
-	esac
-}
-
 profile() {	# program
 	p=$1
-	set -- $(cmd "$p")
+	set -- $(real_cmd "$p")
 	rec="perf record -q --no-bpf-event --no-buildid -m $MMAP_PAGES -F $FREQ"
 	eval "ds=\${DWARF_STACK_$p:-$DWARF_STACK}"
 	# 1, 2: each unwinder alone.
@@ -364,7 +334,7 @@ profile() {	# program
 # The table walk alone (debug kernels): perf record --call-graph fp,defer.
 walk_only() {	# program
 	p=$1
-	set -- $(cmd "$p")
+	set -- $(real_cmd "$p")
 	if ! perf record -q --no-bpf-event --no-buildid -m $MMAP_PAGES -F $FREQ -e cpu-clock \
 		--call-graph fp,defer -o $p.data -- "$@" >/dev/null 2>$p.err; then
 		cat $p.err
