@@ -63,7 +63,7 @@
 use crate::logic::{
     cfi::{self, Cause, Hdr, Reader, UserBytes},
     elf,
-    rows::{FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Store},
+    rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Store},
     walk::{Stop, TableStats, Tables},
     word::WordSize,
 };
@@ -491,15 +491,7 @@ impl Tables for TaskTables<'_> {
             self.hits = self.hits.saturating_add(1);
             return Some(Ok(found));
         }
-        let covers = |o: &Object| o.start <= pc && pc < o.end;
-        let known = match g.objects.get(self.last) {
-            Some(o) if covers(o) => Some(self.last),
-            _ => g
-                .objects
-                .partition_point(|o| o.start <= pc)
-                .checked_sub(1)
-                .filter(|&i| g.objects.get(i).is_some_and(covers)),
-        };
+        let known = rows::object_of(&g.objects, self.last, pc, |o| (o.start, o.end));
         let mut i = match known {
             Some(i) => i,
             None => self.add_object(r, pc, ws)?,

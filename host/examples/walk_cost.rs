@@ -20,9 +20,12 @@
 //!
 //! `scripts/walk-cost.sh` does the above and prints instructions a frame.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::hint::black_box;
 use unwind_logic::cfi::{self, Cause, Reader, UserBytes};
-use unwind_logic::rows::{FdeEntry, Found, ObjectRows, PackedRow, PcMemo};
+use unwind_logic::rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo};
 use unwind_logic::walk::{self, TableStats, Tables, UserMemory, WordSize};
 use unwind_logic::{elf, walk_cases};
 
@@ -182,15 +185,7 @@ impl Tables for Cache {
         if let Some(found) = self.memo.get(pc, ws) {
             return Some(Ok(found));
         }
-        let covers = |o: &Object| o.start <= pc && pc < o.end;
-        let known = match self.objects.get(self.last) {
-            Some(o) if covers(o) => Some(self.last),
-            _ => self
-                .objects
-                .partition_point(|o| o.start <= pc)
-                .checked_sub(1)
-                .filter(|&i| self.objects.get(i).is_some_and(covers)),
-        };
+        let known = rows::object_of(&self.objects, self.last, pc, |o| (o.start, o.end));
         let i = match known {
             Some(i) => i,
             None => self.add(r, pc, ws)?,
@@ -208,25 +203,6 @@ impl Tables for Cache {
         self.memo.put(pc, ws, found);
         Some(Ok(found))
     }
-}
-
-macro_rules! here {
-    () => {{
-        let (ip, sp, fp): (u64, u64, u64);
-        // SAFETY: reads registers only.
-        unsafe {
-            std::arch::asm!(
-                "lea {ip}, [rip]",
-                "mov {sp}, rsp",
-                "mov {fp}, rbp",
-                ip = out(reg) ip,
-                sp = out(reg) sp,
-                fp = out(reg) fp,
-                options(nomem, nostack, preserves_flags)
-            );
-        }
-        (ip, sp, fp)
-    }};
 }
 
 #[inline(never)]

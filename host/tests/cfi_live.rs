@@ -11,6 +11,8 @@
 
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
+mod common;
+
 use std::ffi::{c_int, c_void};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -18,27 +20,6 @@ use unwind_logic::cfi::{self, Frame, Step, UserBytes};
 use unwind_logic::rows::{FdeEntry, Found, ObjectRows, PackedRow};
 use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, WordSize};
 use unwind_logic::{elf, walk_cases};
-
-/// The instruction, stack and frame pointers where it is used (a macro,
-/// so that they are the calling function's own).
-macro_rules! here {
-    () => {{
-        let (ip, sp, fp): (u64, u64, u64);
-        // SAFETY: reads registers only.
-        unsafe {
-            std::arch::asm!(
-                "lea {ip}, [rip]",
-                "mov {sp}, rsp",
-                "mov {fp}, rbp",
-                ip = out(reg) ip,
-                sp = out(reg) sp,
-                fp = out(reg) fp,
-                options(nomem, nostack, preserves_flags)
-            );
-        }
-        (ip, sp, fp)
-    }};
-}
 
 /// `/proc/self/mem`: reads of unmapped addresses fail, never fault.
 struct SelfMem(File);

@@ -402,6 +402,29 @@ pub struct ObjectRows<F, R> {
 /// What a lookup found: the row and whether its FDE is a signal frame's.
 pub type Found = (PackedRow, bool);
 
+/// The index of the object of `objects` (sorted by start, disjoint, each
+/// `range` `[start, end)`) that holds `pc`: `last` if it does (a walk
+/// stays in one object for several frames), else by binary search.
+#[inline]
+pub fn object_of<T>(
+    objects: &[T],
+    last: usize,
+    pc: u64,
+    range: impl Fn(&T) -> (u64, u64),
+) -> Option<usize> {
+    let covers = |o: &T| {
+        let (start, end) = range(o);
+        start <= pc && pc < end
+    };
+    match objects.get(last) {
+        Some(o) if covers(o) => Some(last),
+        _ => objects
+            .partition_point(|o| range(o).0 <= pc)
+            .checked_sub(1)
+            .filter(|&i| objects.get(i).is_some_and(covers)),
+    }
+}
+
 /// Slots of a [`PcMemo`] (a power of two).
 pub const MEMO_SLOTS: usize = 256;
 const _: () = assert!(MEMO_SLOTS.is_power_of_two());

@@ -1,6 +1,30 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What the host tests share.
+// Each test uses a part.
+#![allow(dead_code, unused_macros)]
+
+/// The instruction, stack and frame pointers where it is used (a macro,
+/// so that they are the calling function's own): x86-64 only.
+#[macro_export]
+macro_rules! here {
+    () => {{
+        let (ip, sp, fp): (u64, u64, u64);
+        // SAFETY: reads registers only.
+        unsafe {
+            std::arch::asm!(
+                "lea {ip}, [rip]",
+                "mov {sp}, rsp",
+                "mov {fp}, rbp",
+                ip = out(reg) ip,
+                sp = out(reg) sp,
+                fp = out(reg) fp,
+                options(nomem, nostack, preserves_flags)
+            );
+        }
+        (ip, sp, fp)
+    }};
+}
 
 /// Implement `MaskWord` for a newtype `$w` around an `AtomicUsize` (std's
 /// or loom's), with sequentially consistent orderings: the kernel's
