@@ -28,7 +28,8 @@ for d in $depths; do
 	}
 	fp=$(incl fp_walks)
 	tab=$(incl table_walks)
-	awk -v d="$d" -v n="$frames" -v i="$iters" -v fp="$fp" -v t="$tab" 'BEGIN {
-		printf "WALKCOST depth %d: %d frames; instructions a frame: frame pointers %.1f, tables (warm) %.1f (%.2fx)\n",
-			d, n, fp / (n * i), t / (n * i), t / fp }'
+	bare=$(incl fallback_walks)
+	awk -v d="$d" -v n="$frames" -v i="$iters" -v fp="$fp" -v t="$tab" -v b="$bare" 'BEGIN {
+		printf "WALKCOST depth %d: %d frames; instructions a frame: frame pointers %.1f, tables (warm) %.1f (%.2fx), no tables (frame-pointer fallback) %.1f (%.2fx)\n",
+			d, n, fp / (n * i), t / (n * i), t / fp, b / (n * i), b / fp }'
 done

@@ -532,6 +532,11 @@ impl Tables for TaskTables<'_> {
         }
         Some(res.map_err(|e| e.cause()))
     }
+
+    fn bare(&self, pc: u64) -> Option<(u64, u64)> {
+        let o = self.inner.as_ref()?.objects.get(self.last)?;
+        (o.hdr.is_none() && o.start <= pc && pc < o.end).then_some((o.start, o.end))
+    }
 }
 
 /// Keep the global count of cached bytes.

@@ -224,6 +224,36 @@ fn table_walks(regs: &walk::UserRegs, mem: &mut Mem, t: &mut Cache, out: &mut [u
     n
 }
 
+/// Tables of a process whose objects have none (a static binary, JIT
+/// code): every frame falls back to the frame pointer.
+struct NoTables;
+
+impl Tables for NoTables {
+    #[inline]
+    fn row<M: UserBytes>(
+        &mut self,
+        _r: &mut Reader<'_, M>,
+        _pc: u64,
+        _ws: WordSize,
+    ) -> Option<Result<Found, Cause>> {
+        None
+    }
+
+    fn bare(&self, _pc: u64) -> Option<(u64, u64)> {
+        Some((0, u64::MAX))
+    }
+}
+
+#[inline(never)]
+fn fallback_walks(regs: &walk::UserRegs, mem: &mut Mem, out: &mut [u64]) -> usize {
+    let mut n = 0;
+    for _ in 0..ITERS {
+        let mut stats = TableStats::default();
+        n = walk::walk_tables(black_box(regs), mem, &mut NoTables, out, &mut stats).0;
+    }
+    n
+}
+
 #[inline(never)]
 fn capture(depth: usize) {
     let (ip, sp, fp) = here!();
@@ -256,6 +286,11 @@ fn capture(depth: usize) {
     );
     let fpn = fp_walks(&regs, &mut mem, &mut fp_out[..nfp]);
     let tn = table_walks(&regs, &mut mem, &mut t, &mut out[..ntab]);
+    let bn = fallback_walks(&regs, &mut mem, &mut out[..nfp]);
+    assert_eq!(
+        bn, fpn,
+        "the walk without tables is not the frame-pointer walk"
+    );
     println!("depth {depth}: iters {ITERS} fp_frames {fpn} table_frames {tn} (whole stack by tables: {cold})");
 }
 

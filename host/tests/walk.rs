@@ -6,7 +6,11 @@
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use unwind_logic::walk::{walk, FrameRule, Stop, UserMemory, UserRegs, Walk, WordSize};
+use unwind_logic::cfi::{Cause, Reader, UserBytes};
+use unwind_logic::rows::Found;
+use unwind_logic::walk::{
+    walk, walk_tables, FrameRule, Stop, TableStats, Tables, UserMemory, UserRegs, Walk, WordSize,
+};
 use unwind_logic::walk_cases::{self, CASES, MAX_ENTRIES};
 
 const LIMIT64: u64 = 0x0000_7fff_ffff_f000;
@@ -34,6 +38,31 @@ impl UserMemory for Mem {
         } else {
             v
         })
+    }
+}
+
+impl UserBytes for Mem {
+    fn read_bytes(&mut self, _addr: u64, _buf: &mut [u8]) -> Option<()> {
+        None
+    }
+}
+
+/// Tables of a process whose objects have none, and that say so for the
+/// pcs `[.0, .1)` (`Tables::bare`): a static binary's mapping.
+struct Bare(u64, u64);
+
+impl Tables for Bare {
+    fn row<M: UserBytes>(
+        &mut self,
+        _r: &mut Reader<'_, M>,
+        _pc: u64,
+        _ws: WordSize,
+    ) -> Option<Result<Found, Cause>> {
+        None
+    }
+
+    fn bare(&self, pc: u64) -> Option<(u64, u64)> {
+        (self.0 <= pc && pc < self.1).then_some((self.0, self.1))
     }
 }
 
@@ -276,6 +305,35 @@ proptest! {
         prop_assert!(mem.reads.len() <= 2 * got.len());
         // The walk only reads upwards.
         prop_assert!(mem.reads.iter().all(|&a| a >= r.sp));
+    }
+
+    /// A walk by tables where there are none (`Tables::bare` naming all
+    /// or part of the code, the rest answered by no object either) is the
+    /// frame-pointer walk: same entries, same stop, same reads, every step
+    /// a frame-pointer step, each frame counted without tables.
+    #[test]
+    fn walk_tables_without_tables_is_the_frame_pointer_walk(
+        (r, m, max) in arb_stack(),
+        lo in 0x3f_f000u64..0x40_1800,
+        len in 0u64..0x2000,
+    ) {
+        let mut want_mem = m.clone();
+        let (want, want_stop) = run(&r, &mut want_mem, max);
+        let mut mem = m.clone();
+        let mut out = vec![0; max];
+        let mut stats = TableStats::default();
+        let (n, stop) = walk_tables(&r, &mut mem, &mut Bare(lo, lo + len), &mut out, &mut stats);
+        prop_assert_eq!(&out[..n], &want[..]);
+        prop_assert_eq!(stop, want_stop);
+        prop_assert_eq!(&mem.reads, &want_mem.reads);
+        // n entries: n - 1 steps that worked, and one that ended the
+        // walk unless the output filled up.
+        let stepped = n as u32 - 1;
+        prop_assert_eq!(stats.table_frames, 0);
+        prop_assert_eq!(stats.refused.iter().sum::<u32>(), 0);
+        prop_assert_eq!(stats.reads, 0);
+        prop_assert_eq!(stats.fp_frames, stepped);
+        prop_assert_eq!(stats.no_tables, stepped + u32::from(stop != Stop::Full));
     }
 
     /// `walk()`, which specialises its loop by word size and frame rule,

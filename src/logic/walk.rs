@@ -372,6 +372,16 @@ pub trait Tables {
         pc: u64,
         ws: WordSize,
     ) -> Option<Result<Found, Cause>>;
+
+    /// After [`Tables::row`] answered `None` for `pc`: the pcs `[start,
+    /// end)` around it that have no tables either (the mapping of an
+    /// object without them: a static binary, JIT code), which the walk
+    /// then steps by frame pointers without asking again; `None` if not
+    /// known.
+    fn bare(&self, pc: u64) -> Option<(u64, u64)> {
+        let _ = pc;
+        None
+    }
 }
 
 /// Reads of user memory that one walk by tables may do in all (object
@@ -444,36 +454,117 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
         bx: cfi::Saved::Value(regs.bx),
     };
     let mut r = Reader::with_limit(mem, MAX_TABLE_READS);
-    let last = out.len().saturating_sub(1);
-    let mut res = (0, Stop::Full);
-    for (nr, slot) in out.iter_mut().enumerate() {
-        *slot = w.ip();
-        if nr == last {
-            res = (nr + 1, Stop::Full);
-            break;
+    let Some(first) = out.first_mut() else {
+        return (0, Stop::Full);
+    };
+    *first = w.ip();
+    let last = out.len() - 1;
+    // Pcs known to have no tables (`Tables::bare`): their frames go
+    // straight to the frame-pointer step.
+    let mut bare = (0u64, 0u64);
+    let fp_pair = Shape::of(&regs.fp_frame, regs.ws) == Shape::FP_PAIR;
+    // `out[nr]` holds the current frame's ip.
+    let mut nr = 0;
+    let res = loop {
+        if nr >= last {
+            break (nr + 1, Stop::Full);
         }
-        match table_step(&mut w, &mut t, &mut r, tables, stats) {
-            Some(Ok(())) => continue,
-            Some(Err(stop)) => {
-                res = (nr + 1, stop);
-                break;
+        let pc = if t.ip_is_ra {
+            w.ip.wrapping_sub(1)
+        } else {
+            w.ip
+        };
+        if bare.0 <= pc && pc < bare.1 {
+            stats.no_tables = stats.no_tables.saturating_add(1);
+            if t.fp_known && fp_pair && !w.topmost {
+                // A run of frames in a mapping without tables (a static
+                // binary): the frame-pointer walk's own loop, the rule a
+                // constant, while the frames stay in it.
+                match bare_run(&mut w, &mut r, out, &mut nr, last, bare, stats) {
+                    Ok(()) => {
+                        t.ip_is_ra = true;
+                        t.bx = cfi::Saved::Unknown;
+                        continue;
+                    }
+                    Err(res) => break res,
+                }
             }
-            None => {}
+        } else {
+            match table_step(&mut w, &mut t, &mut r, tables, stats, pc) {
+                Some(Ok(())) => {
+                    nr += 1;
+                    if let Some(slot) = out.get_mut(nr) {
+                        *slot = w.ip();
+                    }
+                    continue;
+                }
+                Some(Err(stop)) => break (nr + 1, stop),
+                None => {}
+            }
+            if let Some(range) = tables.bare(pc) {
+                bare = range;
+            }
         }
         if !t.fp_known {
-            res = (nr + 1, Stop::FpUnknown);
-            break;
+            break (nr + 1, Stop::FpUnknown);
         }
-        if let Err(stop) = w.next(r.mem()) {
-            res = (nr + 1, stop);
-            break;
+        // The arch's usual frame-pointer frame (every frame but the
+        // topmost) by the step specialised for it, as `walk` does.
+        let stepped = if fp_pair && !w.topmost {
+            let rule = w.fp_frame;
+            w.step_shaped(&rule, Shape::FP_PAIR, r.mem())
+        } else {
+            w.next(r.mem())
+        };
+        if let Err(stop) = stepped {
+            break (nr + 1, stop);
         }
         stats.fp_frames = stats.fp_frames.saturating_add(1);
         t.ip_is_ra = true;
         t.bx = cfi::Saved::Unknown;
-    }
+        nr += 1;
+        if let Some(slot) = out.get_mut(nr) {
+            *slot = w.ip();
+        }
+    };
     stats.reads = r.reads();
     res
+}
+
+/// Frames of a mapping without tables, `bare`, from `out[*nr]` on (whose
+/// pc is in it; not the topmost frame, the frame pointer known): stepped
+/// by the arch's usual frame-pointer frame, as [`walk`] steps them, each
+/// caller's ip written to `out`, while the frames' pcs stay in `bare`.
+/// `Ok` when a caller's pc leaves it (`out[*nr]` is that caller), else
+/// the walk's outcome: `out` full, or the step's stop.
+#[inline(always)]
+fn bare_run<M: UserMemory + cfi::UserBytes>(
+    w: &mut Walk,
+    r: &mut Reader<'_, M>,
+    out: &mut [u64],
+    nr: &mut usize,
+    last: usize,
+    bare: (u64, u64),
+    stats: &mut TableStats,
+) -> Result<(), (usize, Stop)> {
+    let rule = w.fp_frame;
+    loop {
+        w.step_shaped(&rule, Shape::FP_PAIR, r.mem())
+            .map_err(|stop| (*nr + 1, stop))?;
+        stats.fp_frames = stats.fp_frames.saturating_add(1);
+        *nr += 1;
+        if let Some(slot) = out.get_mut(*nr) {
+            *slot = w.ip();
+        }
+        if *nr >= last {
+            return Err((*nr + 1, Stop::Full));
+        }
+        let pc = w.ip.wrapping_sub(1);
+        if !(bare.0 <= pc && pc < bare.1) {
+            return Ok(());
+        }
+        stats.no_tables = stats.no_tables.saturating_add(1);
+    }
 }
 
 /// One step of [`walk_tables`] by the tables: `None` if there are none
@@ -486,16 +577,12 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
     r: &mut Reader<'_, M>,
     tables: &mut impl Tables,
     stats: &mut TableStats,
+    pc: u64,
 ) -> Option<Result<(), Stop>> {
     if r.exhausted() {
         stats.budget_exhausted = true;
         return None;
     }
-    let pc = if t.ip_is_ra {
-        w.ip.wrapping_sub(1)
-    } else {
-        w.ip
-    };
     let (row, signal) = match tables.row(r, pc, w.ws) {
         None => {
             stats.no_tables = stats.no_tables.saturating_add(1);
