@@ -365,6 +365,23 @@ static int faultable_walks(int iters, int *bad)
 	return n;
 }
 
+/*
+ * Switch the unwind tables (where the kernel has them) to @on; returns
+ * what the switch was ('0' or '1'), 0 if there is none.
+ */
+static char tables_switch(char on)
+{
+	int fd = open(TABLES, O_RDWR);
+	char was = 0;
+
+	if (fd < 0)
+		return 0;
+	if (pread(fd, &was, 1, 0) != 1 || pwrite(fd, &on, 1, 0) != 1)
+		ksft_print_msg("%s: %s\n", TABLES, strerror(errno));
+	close(fd);
+	return was;
+}
+
 int main(int argc, char **argv)
 {
 	static const int depths[] = { 8, 64, 256, 500 };
@@ -372,6 +389,7 @@ int main(int argc, char **argv)
 	static const int threads[] = { 10, 100, 1000, 10000 };
 	int rounds = 1, iters = 3, bad = 0, mem_bad = 0, n = 0;
 	bool only_faultable;
+	char was = 0;
 
 	if (argc > 1) {
 		rounds = atoi(argv[1]);
@@ -404,6 +422,12 @@ int main(int argc, char **argv)
 		n += faultable_walks(iters, &bad);
 		if (sizeof(long) == 4)
 			continue;
+		/*
+		 * The requests, the task_work and the memory compare the two
+		 * implementations: by frame pointers, the walk both have (the
+		 * table walk has its own figures, "faultable tables=1").
+		 */
+		was = tables_switch('0');
 		for (size_t i = 0; i < ARRAY_SIZE(tracers); i++) {
 			bad |= run(0, "tracers %d", tracers[i]);
 			bad |= run(16, "task %d", iters);
@@ -425,6 +449,8 @@ int main(int argc, char **argv)
 			n += CANCEL_REPS;
 		}
 		run(0, "tracers %d", 0);
+		if (was)
+			tables_switch(was);
 	}
 	ksft_test_result(!bad && n > 0, "benchmarks ran (%d results)\n", n);
 	if (sizeof(long) == 8)
