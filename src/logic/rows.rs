@@ -17,7 +17,7 @@
 //! this walk or any later one, is [`ObjectRows::lookup`]: two binary
 //! searches in kernel memory, no user read.
 //!
-//! A row is [`PackedRow`], 16 bytes: the pc offset it starts at, the CFA
+//! A row is [`PackedRow`], 20 bytes: the pc offset it starts at, the CFA
 //! rule (stack or frame pointer plus offset, the PLT pattern, or the word
 //! at frame or stack pointer plus offset), where the return address is (or
 //! that it is undefined: the end of the stack), and the frame-pointer
@@ -447,7 +447,7 @@ struct MemoSlot {
 /// [`clear`](Self::clear) it.
 ///
 /// All zeroes is an empty memo (the kernel allocates it zeroed, in place:
-/// at 24 bytes a slot it is too large for the stack).
+/// at 32 bytes a slot, 8 KiB, it is too large for the stack).
 #[repr(C)]
 pub struct PcMemo {
     slots: [MemoSlot; MEMO_SLOTS],
