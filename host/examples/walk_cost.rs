@@ -27,7 +27,7 @@ use std::hint::black_box;
 use unwind_logic::cfi::{self, Cause, Reader, UserBytes};
 use unwind_logic::rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo};
 use unwind_logic::walk::{self, TableStats, Tables, UserMemory, WordSize};
-use unwind_logic::{elf, walk_cases};
+use unwind_logic::walk_cases;
 
 /// Walks of each kind per run.
 const ITERS: usize = 2000;
@@ -146,20 +146,7 @@ struct Cache {
 impl Cache {
     #[cold]
     fn add<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Option<usize> {
-        let &(start, end, _, ref name) = self.maps.iter().find(|m| m.0 <= pc && pc < m.1)?;
-        let base = if name == "[vdso]" {
-            Some(start)
-        } else if name.starts_with('/') {
-            self.maps
-                .iter()
-                .find(|m| m.3 == *name && m.2 == 0)
-                .map(|m| m.0)
-        } else {
-            None
-        };
-        let hdr = base
-            .and_then(|b| elf::locate(r.mem(), b, ws))
-            .and_then(|a| cfi::read_hdr(r, a, ws).ok());
+        let (start, end, hdr) = common::tables_of(&self.maps, r, pc, ws)?;
         let i = self.objects.partition_point(|o| o.start < start);
         self.objects.insert(
             i,

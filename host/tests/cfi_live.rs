@@ -19,7 +19,7 @@ use std::os::unix::fs::FileExt;
 use unwind_logic::cfi::{self, Frame, Step, UserBytes};
 use unwind_logic::rows::{FdeEntry, Found, ObjectRows, PackedRow};
 use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, WordSize};
-use unwind_logic::{elf, walk_cases};
+use unwind_logic::walk_cases;
 
 /// `/proc/self/mem`: reads of unmapped addresses fail, never fault.
 struct SelfMem(File);
@@ -92,21 +92,7 @@ impl Tables for MapsTables {
             Some(i) => i,
             None => {
                 self.lookups += 1;
-                let &(start, end, _, ref name) =
-                    self.maps.iter().find(|m| m.0 <= pc && pc < m.1)?;
-                let base = if name == "[vdso]" {
-                    Some(start)
-                } else if name.starts_with('/') {
-                    self.maps
-                        .iter()
-                        .find(|m| m.3 == *name && m.2 == 0)
-                        .map(|m| m.0)
-                } else {
-                    None
-                };
-                let hdr = base
-                    .and_then(|b| elf::locate(r.mem(), b, ws))
-                    .and_then(|a| cfi::read_hdr(r, a, ws).ok());
+                let (start, end, hdr) = common::tables_of(&self.maps, r, pc, ws)?;
                 self.memo.push((start, end, hdr, Rows::default()));
                 self.memo.len() - 1
             }

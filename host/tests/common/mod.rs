@@ -116,3 +116,29 @@ pub fn unwind_reset_info(mask: &impl unwind_logic::mask::MaskWord) -> bool {
         }
     }
 }
+
+/// The kernel's way of finding the tables of the object that maps `pc`,
+/// over this process's mappings (`/proc/self/maps` as (start, end, file
+/// offset, name)): the mapping of `pc`, the same file's mapping of
+/// offset 0 (its ELF header; the vDSO's own base), `elf::locate` and
+/// `cfi::read_hdr` there.  The mapping's range and its hdr, if any.
+pub fn tables_of<M: unwind_logic::cfi::UserBytes>(
+    maps: &[(u64, u64, u64, String)],
+    r: &mut unwind_logic::cfi::Reader<'_, M>,
+    pc: u64,
+    ws: unwind_logic::walk::WordSize,
+) -> Option<(u64, u64, Option<unwind_logic::cfi::Hdr>)> {
+    use unwind_logic::{cfi, elf};
+    let &(start, end, _, ref name) = maps.iter().find(|m| m.0 <= pc && pc < m.1)?;
+    let base = if name == "[vdso]" {
+        Some(start)
+    } else if name.starts_with('/') {
+        maps.iter().find(|m| m.3 == *name && m.2 == 0).map(|m| m.0)
+    } else {
+        None
+    };
+    let hdr = base
+        .and_then(|b| elf::locate(r.mem(), b, ws))
+        .and_then(|a| cfi::read_hdr(r, a, ws).ok());
+    Some((start, end, hdr))
+}
