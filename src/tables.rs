@@ -63,7 +63,7 @@
 use crate::logic::{
     cfi::{self, Cause, Hdr, Reader, UserBytes},
     elf,
-    rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Store},
+    rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Store, Usual},
     walk::{Stop, TableStats, Tables},
     word::WordSize,
 };
@@ -536,6 +536,13 @@ impl Tables for TaskTables<'_> {
     fn bare(&self, pc: u64) -> Option<(u64, u64)> {
         let o = self.inner.as_ref()?.objects.get(self.last)?;
         (o.hdr.is_none() && o.start <= pc && pc < o.end).then_some((o.start, o.end))
+    }
+
+    #[inline]
+    fn usual(&mut self, pc: u64, ws: WordSize) -> Option<Usual> {
+        let u = self.inner.as_ref()?.memo.usual(pc, ws)?;
+        self.hits = self.hits.saturating_add(1);
+        Some(u)
     }
 }
 

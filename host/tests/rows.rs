@@ -36,7 +36,7 @@ use unwind_logic::cfi::{
     self, Arch, Bound, Cause, Frame, Hdr, Reader, Refusal, Row, RowSink, Step, UserBytes,
 };
 use unwind_logic::rows::{
-    CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, PcMemo, RaRule, MEMO_SLOTS,
+    CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, PcMemo, RaRule, Usual, MEMO_SLOTS,
 };
 use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize};
 use unwind_logic::walk_cases;
@@ -827,6 +827,9 @@ struct OneObject {
     /// The kernel's memo of recent pcs' rows in front of the rows (the
     /// second walk of a case answers from it).
     memo: Option<Box<PcMemo>>,
+    /// Frames the memo answered as usual rows (`Tables::usual`: the
+    /// walk's run of usual frames).
+    usual_hits: u32,
 }
 
 impl OneObject {
@@ -836,6 +839,7 @@ impl OneObject {
             rows: Rows::default(),
             fills: 0,
             memo: Some(Box::new(PcMemo::empty())),
+            usual_hits: 0,
         }
     }
 }
@@ -864,6 +868,12 @@ impl Tables for OneObject {
             m.put(pc, ws, found);
         }
         Some(Ok(found))
+    }
+
+    fn usual(&mut self, pc: u64, ws: WordSize) -> Option<Usual> {
+        let u = self.memo.as_ref()?.usual(pc, ws)?;
+        self.usual_hits += 1;
+        Some(u)
     }
 }
 
@@ -1159,9 +1169,13 @@ fn check_walk_case(c: &WalkCase) -> Result<(Vec<&'static str>, Vec<Cause>), Stri
                     c.name
                 ));
             }
-            // Again with every row remembered: nothing compiled, the same.
+            // Again with every row remembered: nothing compiled, the same
+            // (usual rows now stepped by the walk's run from the memo).
             let fills = tables.fills;
             let (again, stats) = table_walk(&r, &mut m, &mut tables, 8);
+            if tables.usual_hits > 0 {
+                exercised.push("usual run");
+            }
             if again != want || tables.fills != fills {
                 return Err(format!(
                     "{} ({probe:?} probe, {what}): second walk {again:x?} ({} fills), first {want:x?}",
@@ -1439,6 +1453,7 @@ fn walk_by_rows_is_walk_by_step() {
         "fp at sp",
         "fp undefined",
         "signal",
+        "usual run",
     ] {
         assert!(exercised.contains(k), "no case steps by {k}: {exercised:?}");
     }
@@ -1546,6 +1561,7 @@ fn pcs_without_fde_are_remembered() {
         rows: Rows::default(),
         fills: 0,
         memo: None,
+        usual_hits: 0,
     };
     for pc in [
         CODE - 1,

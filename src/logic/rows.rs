@@ -507,6 +507,19 @@ impl PcMemo {
         ))
     }
 
+    /// The usual rules ([`PackedRow::usual`]) memoised for `pc`, if its
+    /// row is a usual one and not a signal frame's: what a walk's run of
+    /// usual frames steps by without asking for the whole row.
+    #[inline(always)]
+    pub fn usual(&self, pc: u64, ws: WordSize) -> Option<Usual> {
+        let key = Self::key(pc, ws)?;
+        let s = self.slots.get(Self::slot(key))?;
+        if s.key != key || s.row.fast & MEMO_SIGNAL != 0 {
+            return None;
+        }
+        s.row.usual()
+    }
+
     /// Remember `found` for `pc` (replacing what its slot held).
     #[inline]
     pub fn put(&mut self, pc: u64, ws: WordSize, found: Found) {

@@ -382,6 +382,17 @@ pub trait Tables {
         let _ = pc;
         None
     }
+
+    /// The rules of `pc`'s row if [`Tables::row`] would answer it with a
+    /// usual row ([`PackedRow::usual`]) of a frame that is not a signal
+    /// frame, and can tell without a user read or any other work (a
+    /// memo of recent pcs, [`super::rows::PcMemo::usual`]); `None`
+    /// otherwise (the walk then asks [`Tables::row`]).  Counted as
+    /// [`Tables::row`] counts a hit.
+    fn usual(&mut self, pc: u64, ws: WordSize) -> Option<Usual> {
+        let _ = (pc, ws);
+        None
+    }
 }
 
 /// Reads of user memory that one walk by tables may do in all (object
@@ -490,19 +501,31 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
                 }
             }
         } else {
-            match table_step(&mut w, &mut t, &mut r, tables, stats, pc) {
-                Some(Ok(())) => {
-                    nr += 1;
-                    if let Some(slot) = out.get_mut(nr) {
-                        *slot = w.ip();
+            let run = if w.ws == WordSize::W8 {
+                usual_run::<true, M>(&mut w, &mut t, &mut r, tables, out, &mut nr, last, stats)
+            } else {
+                usual_run::<false, M>(&mut w, &mut t, &mut r, tables, out, &mut nr, last, stats)
+            };
+            match run {
+                Run::Moved => continue,
+                Run::Stop(res) => break res,
+                Run::Refused => {}
+                Run::Ask => {
+                    match table_step(&mut w, &mut t, &mut r, tables, stats, pc) {
+                        Some(Ok(())) => {
+                            nr += 1;
+                            if let Some(slot) = out.get_mut(nr) {
+                                *slot = w.ip();
+                            }
+                            continue;
+                        }
+                        Some(Err(stop)) => break (nr + 1, stop),
+                        None => {}
                     }
-                    continue;
+                    if let Some(range) = tables.bare(pc) {
+                        bare = range;
+                    }
                 }
-                Some(Err(stop)) => break (nr + 1, stop),
-                None => {}
-            }
-            if let Some(range) = tables.bare(pc) {
-                bare = range;
             }
         }
         if !t.fp_known {
@@ -567,6 +590,91 @@ fn bare_run<M: UserMemory + cfi::UserBytes>(
     }
 }
 
+/// How a [`usual_run`] ended.
+enum Run {
+    /// It stepped one frame or more, and the tables do not know the
+    /// current frame's row as a usual one without being asked.
+    Moved,
+    /// It stepped no frame, for that reason: [`table_step`] asks.
+    Ask,
+    /// The tables refused the current frame (counted): the walk tries
+    /// the frame pointer.
+    Refused,
+    /// The walk ended ([`walk_tables`]'s outcome).
+    Stop((usize, Stop)),
+}
+
+/// Frames whose rows the tables know as usual ones without a user read
+/// ([`Tables::usual`]: frames a walk met before, the common case at a
+/// warm mm's every sample), from `out[*nr]` on: each stepped as
+/// [`table_step`] steps a usual row, by [`usual_step`], in a loop that
+/// keeps the frame in registers and has nothing else to decide, each
+/// caller's ip written to `out`.  `W8`: the walk's word size is 8 bytes
+/// (else 4), a constant in each copy of the loop.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
+    w: &mut Walk,
+    t: &mut TableFrame,
+    r: &mut Reader<'_, M>,
+    tables: &mut impl Tables,
+    out: &mut [u64],
+    nr: &mut usize,
+    last: usize,
+    stats: &mut TableStats,
+) -> Run {
+    let ws = if W8 { WordSize::W8 } else { WordSize::W4 };
+    let first = *nr;
+    let (mut n, mut ip, mut sp, mut bx) = (first, w.ip, w.sp, t.bx);
+    let mut fp = t.fp_known.then_some(w.fp);
+    let mut ip_is_ra = t.ip_is_ra;
+    let end = loop {
+        let pc = if ip_is_ra { ip.wrapping_sub(1) } else { ip };
+        // The budget's end is [`table_step`]'s to handle.
+        let Some(u) = (!r.exhausted()).then(|| tables.usual(pc, ws)).flatten() else {
+            break if n == first { Run::Ask } else { Run::Moved };
+        };
+        let caller = match usual_step(sp, fp, bx, ws, r, u) {
+            Ok(caller) => caller,
+            Err(cause) => {
+                stats.refuse(cause);
+                break Run::Refused;
+            }
+        };
+        if caller.0 >= w.user_limit {
+            break Run::Stop((n + 1, Stop::NotUser));
+        }
+        (ip, sp, bx) = (caller.0, caller.1, caller.3);
+        // The frame pointer is kept where the row does not restore it,
+        // and unknown stays unknown.
+        fp = caller.2;
+        ip_is_ra = true;
+        n += 1;
+        if let Some(slot) = out.get_mut(n) {
+            *slot = ip;
+        }
+        if n >= last {
+            break Run::Stop((n + 1, Stop::Full));
+        }
+    };
+    let stepped = n - first;
+    if stepped > 0 {
+        w.ip = ip;
+        w.sp = sp;
+        if let Some(fp) = fp {
+            w.fp = fp;
+        }
+        w.topmost = false;
+        t.fp_known = fp.is_some();
+        t.ip_is_ra = ip_is_ra;
+        t.bx = bx;
+        let frames = u32::try_from(stepped).unwrap_or(u32::MAX);
+        stats.table_frames = stats.table_frames.saturating_add(frames);
+        *nr = n;
+    }
+    end
+}
+
 /// One step of [`walk_tables`] by the tables: `None` if there are none
 /// for the frame or they refuse it (then the caller tries the frame
 /// pointer), else the step's outcome.
@@ -595,7 +703,7 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
         Some(Ok(found)) => found,
     };
     let step = match row.usual() {
-        Some(u) => usual_step(w, t, r, u),
+        Some(u) => usual_step(w.sp, t.fp_known.then_some(w.fp), t.bx, w.ws, r, u).map(Some),
         None => apply_row(w, t.fp_known, t.bx, r, &row, signal).map(|c| {
             c.map(|(ip, sp, fp)| {
                 let bx =
@@ -636,26 +744,25 @@ type Caller = (u64, u64, Option<u64>, cfi::Saved);
 /// [`apply_row`] and the caller's `%rbx` ([`cfi::Saved::caller`]) for a
 /// usual row ([`PackedRow::usual`]), the frame most steps meet, without
 /// decoding the general row: the same outcome (the host tests walk every
-/// hand table both ways).
+/// hand table both ways), from the frame's stack pointer, frame pointer
+/// (`None`: unknown) and `%rbx`.
 #[inline(always)]
 fn usual_step<M: UserMemory + cfi::UserBytes>(
-    w: &Walk,
-    t: &TableFrame,
+    sp: u64,
+    fp: Option<u64>,
+    bx: cfi::Saved,
+    ws: WordSize,
     r: &mut Reader<'_, M>,
     u: Usual,
-) -> Result<Option<Caller>, Cause> {
-    let ws = w.ws;
+) -> Result<Caller, Cause> {
     let base = if u.cfa_fp {
-        if !t.fp_known {
-            return Err(Cause::FpUnknown);
-        }
-        w.fp
+        fp.ok_or(Cause::FpUnknown)?
     } else {
-        w.sp
+        sp
     };
     let cfa = base
         .checked_add_signed(i64::from(u.cfa))
-        .filter(|&cfa| cfi::cfa_ok(cfa, w.sp, ws, false))
+        .filter(|&cfa| cfi::cfa_ok(cfa, sp, ws, false))
         .ok_or(Cause::CfaNotAbove)?;
     let at = |off: i16| cfa.checked_add_signed(i64::from(off)).ok_or(Cause::Fault);
     let (ra, fp) = match u.fp {
@@ -683,7 +790,7 @@ fn usual_step<M: UserMemory + cfi::UserBytes>(
                     }
                     Some(r.mem().read_word(at, ws).ok_or(Cause::Fault)?)
                 }
-                None => t.fp_known.then_some(w.fp),
+                None => fp,
             };
             (ra, fp)
         }
@@ -692,9 +799,9 @@ fn usual_step<M: UserMemory + cfi::UserBytes>(
         Some(off) => cfa
             .checked_add_signed(i64::from(off))
             .map_or(cfi::Saved::Unknown, cfi::Saved::At),
-        None => t.bx,
+        None => bx,
     };
-    Ok(Some((ra, cfa, fp, bx)))
+    Ok((ra, cfa, fp, bx))
 }
 
 /// The caller's ip, CFA and frame pointer (`None`: unknown) by a compiled
