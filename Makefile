@@ -34,7 +34,7 @@ export SELFTESTS
 # time on the Rust kernels, which would take make check past 60 minutes.
 REAL_SELFTESTS := perf_real.sh
 # Tests that must fail on the upstream C kernel: the upstream 7.3 bugs the
-# Rust kernel fixes (see README, "Deviations").  guestlog.py counts them as
+# Rust kernel fixes (see docs/deviations.md).  guestlog.py counts them as
 # passed when they fail there, and as failed if they pass.
 XFAIL_c := deferred_exit:2 deferred_cpu_bare:2 deferred_cpu_bare:3 \
 	deferred_cpu_bare:4
@@ -60,7 +60,7 @@ CHECK_RESULTS := host-guestlog host-compare host-compare-real host-cargo-test ho
 	c-test rust-test rust-debug-test symbols differential
 # make check-full adds the upstream-C debug kernel and the strict comparison
 # of the real programs with perf's DWARF unwinder (make real-programs: it
-# still fails on cases listed in the README, "What comes next").
+# still fails on cases listed in docs/next.md).
 CHECK_FULL_RESULTS := $(CHECK_RESULTS) c-debug-test real-programs
 
 .PHONY: all demo check check-full bench kernel-c-debug kernel-rust-debug \

@@ -2165,7 +2165,7 @@ fn memo_answers_only_what_was_put() {
     assert_eq!(memo.get(0x1234, WordSize::W8), Some(f));
     assert_eq!(memo.get(0x1234, WordSize::W4), None);
     assert_eq!(MEMO_SLOTS.count_ones(), 1);
-    // The sizes the documentation states (rows.rs, README): a row is 20
+    // The sizes the documentation states (rows.rs, docs/design.md): a row is 20
     // bytes, the memo 8 KiB.
     assert_eq!(std::mem::size_of::<PackedRow>(), 20);
     assert_eq!(std::mem::size_of::<PcMemo>(), 8192);

@@ -375,7 +375,7 @@ static bool c_kernel(void)
  *     event and kills the task first (both kernels);
  *   - in the exit path (do_exit on its kernel stack), on upstream C only:
  *     the task's events are detached before its pending unwind runs
- *     (README, "Deviations"); the Rust kernel has no such excuse.
+ *     (docs/deviations.md); the Rust kernel has no such excuse.
  * Samples without a cookie are all in the exit path (counted in *exiting:
  * a request of an exiting task is refused); no record is orphaned or
  * duplicated.  Returns the number of violations and prints the first.

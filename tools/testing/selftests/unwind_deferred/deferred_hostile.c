@@ -21,10 +21,10 @@
  * src/logic/walk.rs), x86's frame-pointer frame: CFA = fp + 2 words,
  * return address at CFA - 1 word, caller's fp at CFA - 2 words; a step
  * needs fp >= sp, a CFA above sp and word-aligned, and both words
- * readable.  They differ where the README says: the Rust walk stops before
- * a return address that is not a user address (upstream records it), and
- * adds the segment bases of a compat task (upstream does not).  Each case
- * states the exact record per kernel.
+ * readable.  They differ where docs/deviations.md says: the Rust walk
+ * stops before a return address that is not a user address (upstream
+ * records it), and adds the segment bases of a compat task (upstream
+ * does not).  Each case states the exact record per kernel.
  *
  * Checked for every case: every sample of the child carries a cookie, and
  * each cookie exactly one PERF_RECORD_CALLCHAIN_DEFERRED of the child;
@@ -79,7 +79,7 @@
 #define UPROBE_CALLS		40
 #define PAGE			4096UL
 
-/* Entries of the per-task unwind cache: one page (README, src/cache.rs). */
+/* Entries of the per-task unwind cache: one page (docs/design.md, src/cache.rs). */
 #define CACHE_ENTRIES		510
 
 typedef unsigned long word;	/* a user word: 8 bytes, 4 for compat */

@@ -46,7 +46,7 @@
  *    sample with a cookie has exactly one record of its tid, read samples
  *    with the exact stack; a sample without a cookie is in the exit path.
  *    Upstream C loses the record of a task's last kernel entry when its
- *    unwind is still pending at do_exit() (README "Deviations"): such a
+ *    unwind is still pending at do_exit() (docs/deviations.md): such a
  *    sample (the last cookie of its tid, kernel stack in the signal or
  *    exit path, no record) is excused on C, counted and printed with its
  *    evidence; on the Rust kernel it fails.

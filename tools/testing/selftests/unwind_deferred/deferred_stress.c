@@ -36,19 +36,19 @@
  *  1, 2. every sample of each long-lived session carries a cookie and has
  *     exactly one PERF_RECORD_CALLCHAIN_DEFERRED of its tid in the same
  *     session (searched across the session's rings), except only the
- *     excuses the README documents, each counted and printed with its
+ *     excuses docs/tests.md documents, each counted and printed with its
  *     kernel stack: the thread's last cookie taken on the way into the
  *     final stop after the task_work ran (get_signal on its stack,
  *     dc_in_final_stop()); on the upstream C kernel only (variant=c... on
  *     /proc/cmdline), a churned process's last entry in the exit or
- *     signal path (the record lost at exit: README "Deviations").  A
+ *     signal path (the record lost at exit: docs/deviations.md).  A
  *     sample without a cookie must be in the exit path (PF_EXITING
  *     refuses the request).
  *  3. no record has a kernel address, a non-MISC_USER misc, no entry or
  *     the cache poison, nor (on Rust) another non-user address (upstream
- *     records a garbage return address read from frameless code: README,
- *     "Other deliberate differences"; counted and printed on C); no
- *     (tid, cookie) has two records in one session;
+ *     records a garbage return address read from frameless code:
+ *     docs/deviations.md, "Other deliberate differences"; counted and
+ *     printed on C); no (tid, cookie) has two records in one session;
  *     no sample carries the cookie of a record of another tid; the same
  *     for every third session.
  *  4. every record that starts in workload_leaf is exactly the workload's
@@ -694,7 +694,7 @@ static void analyze(struct sess *S, int filter, bool third, struct fig *f)
 			}
 			/*
 			 * Upstream C loses the record of a task's last entry
-			 * at exit ("Deviations"): every sample of that entry,
+			 * at exit (docs/deviations.md): every sample of that entry,
 			 * also one taken before do_exit() is on the stack (at
 			 * the start of exit_group, or preempted there).  A
 			 * churned process's last cookie is its exit entry.
@@ -1205,7 +1205,7 @@ int main(int argc, char **argv)
 			 tf.kaddr + cf.kaddr + third.f.kaddr,
 			 tf.bad_records + cf.bad_records + third.f.bad_records,
 			 tf.nonuser + cf.nonuser + third.f.nonuser,
-			 is_c ? "upstream C records a non-user return address, README" :
+			 is_c ? "upstream C records a non-user return address, docs/deviations.md" :
 				"none allowed on Rust",
 			 tf.dup + cf.dup + third.f.dup,
 			 tf.tid_mismatch + cf.tid_mismatch + third.f.tid_mismatch,

@@ -51,11 +51,11 @@
  * record has a sample, is MISC_USER, non-empty, with no kernel address
  * and (on Rust, or with tables on) no other non-user one (upstream C
  * records the garbage a frame-pointer walk of frameless code reads:
- * README, "Other deliberate differences"), nothing lost.  With tables off
- * (or absent: upstream C, Rust without the feature) the shape of the
- * stacks is the documented outcome, printed, not asserted: the share of
- * exact chains, of leaf samples whose caller is lost, and of records with
- * none of our frames after the leaf.
+ * docs/deviations.md, "Other deliberate differences"), nothing lost.
+ * With tables off (or absent: upstream C, Rust without the feature) the
+ * shape of the stacks is the documented outcome, printed, not asserted:
+ * the share of exact chains, of leaf samples whose caller is lost, and of
+ * records with none of our frames after the leaf.
  *
  * deferred_tables_fp and deferred_tables_fp_32 (-DDC_TABLES_FP) are this
  * program built -O2 -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer:
@@ -1133,7 +1133,7 @@ static void report(const struct workload *w, enum mode mode, const struct res *r
 		       pct(r->broken, r->leaf), agree, r->records,
 		       r->have_stats ? (r->stats[0] ? r->stats : " unchanged") : " none");
 	if (r->nonuser && nonuser_ok)
-		ksft_print_msg("%s, %s: %zu records with a non-user address (upstream records what a frame-pointer walk of frameless code reads: README)\n",
+		ksft_print_msg("%s, %s: %zu records with a non-user address (upstream records what a frame-pointer walk of frameless code reads: docs/deviations.md)\n",
 			       w->name, mode_name[mode], r->nonuser);
 	inv = r->samples >= MIN_SAMPLES && r->leaf >= MIN_LEAF && !r->bad_pid &&
 	      !r->bad_ctx && !r->missing && !r->dup && !r->orphan && !r->bad_rec &&

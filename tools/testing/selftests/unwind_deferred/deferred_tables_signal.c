@@ -757,7 +757,7 @@ static void report(const struct case_arg *c, enum mode mode, unsigned long gated
 		       pct(r->sigframe, r->cls[C_LEAF]), pct(r->one_entry, r->cls[C_LEAF]),
 		       r->have_stats ? (r->stats[0] ? r->stats : " unchanged") : " none");
 	if (r->nonuser && nonuser_ok)
-		ksft_print_msg("%s, %s: %zu records with a non-user address (upstream records what a frame-pointer walk of frameless code reads: README)\n",
+		ksft_print_msg("%s, %s: %zu records with a non-user address (upstream records what a frame-pointer walk of frameless code reads: docs/deviations.md)\n",
 			       c->name, mode_name[mode], r->nonuser);
 	inv = s->gated >= gated && stack_ok && !s->int_on_alt &&
 	      r->samples >= MIN_SAMPLES && r->cls[C_LEAF] >= MIN_LEAF && !r->bad_pid &&

@@ -294,8 +294,8 @@ check_mode() {
 	# (the task's events are gone before its pending unwind runs): the
 	# samples with the cookie of the exit_group() tracepoint's sample are
 	# only counted there, on the C kernel.  The Rust kernel runs a pending
-	# unwind before perf detaches the task's events (README,
-	# "Deviations"), and per CPU (-a) the events outlive the task: no
+	# unwind before perf detaches the task's events
+	# (docs/deviations.md), and per CPU (-a) the events outlive the task: no
 	# exception, the exit entry has its record.
 	echo "# $MODE: cookies: $marked samples with a cookie, $matched with a DEFERRED CALLCHAIN record of the same cookie and tid, $exitnorec of the exit_group() entry without one, $norec others without one; $drec records, $orphan without a sample; $ntp exit_group() entries, $tprec of them with their record"
 	if [ "$MODE" = all ] || [ "$KVARIANT" != c ]; then
