@@ -5,10 +5,14 @@ built here without frame pointers, whose call sites are read from its
 code.  Logs are made the way perf_real.sh prints them (gzip, base64,
 object + file offset frames; DWARF caller frames at return address - 1).
 The comparison passes the same stacks, a rare step the oracle did not
-sample (below 1%) and a kernel message inside the base64 text; it fails
-a skipped caller, a wrong return address, unshifted DWARF frames, too few
-samples, complete-stack shares apart, a changed object and a missing
-program."""
+sample (below 1%), a callee the oracle never sampled (not judged, while
+the oracle covers 90% of the steps), an oracle less often complete than
+the walk, a stop at the interrupted frame where the CFA is based on a
+register the walk does not track (a counted limit) and a kernel message
+inside the base64 text; it fails a skipped caller, a wrong return
+address, unshifted DWARF frames, too few samples, a walk less often
+complete than the oracle, too little the oracle can judge, a changed
+object and a missing program."""
 import base64
 import gzip
 import os
@@ -28,7 +32,12 @@ __attribute__((noipa)) int mid(int x) { return leaf(x) + 1; }
 __attribute__((noipa)) int other(int x) { return leaf(x) - 1; }
 __attribute__((noipa)) int tailer(int x) { if (x & 1) return leaf(x) + 1; return leaf(x + 2); }
 __attribute__((noipa)) int top(int x) { return mid(x) * 3 + other(x) + tailer(x) * 5; }
-int main(int argc, char **argv) { (void)argv; return top(argc) & 1; }
+/* A function whose CFA is based on %rdi from its second instruction on,
+   as libc's ____longjmp_chk's is where it restores the registers. */
+__asm__(".text\n.globl jumper\n.type jumper,@function\njumper:\n.cfi_startproc\n"
+        "nop\n.cfi_def_cfa %rdi, 0\nnop\nret\n.cfi_endproc\n.size jumper, .-jumper\n");
+void jumper(void);
+int main(int argc, char **argv) { (void)argv; if (argc > 5) jumper(); return top(argc) & 1; }
 '''
 
 
@@ -75,8 +84,8 @@ class CompareReal(unittest.TestCase):
         with open(exe, 'rb') as f:
             data = f.read()
         # .text of a small PIE: file offsets are addresses.
-        leaf, mid, other, tailer, top, main, start = (
-            s[n] for n in ('leaf', 'mid', 'other', 'tailer', 'top', 'main', '_start'))
+        leaf, mid, other, tailer, top, main, start, jumper = (
+            s[n] for n in ('leaf', 'mid', 'other', 'tailer', 'top', 'main', '_start', 'jumper'))
         cls.leaf_pc = leaf[0] + 8
         cls.ra_mid = calls(data, *mid, leaf[0])[0]
         cls.ra_other = calls(data, *other, leaf[0])[0]
@@ -91,6 +100,9 @@ class CompareReal(unittest.TestCase):
             (data[q] == 0xeb and q + 2 + int.from_bytes(data[q + 1:q + 2], 'little', signed=True)
              == leaf[0]) for q in range(tailer[0], tailer[0] + tailer[1]))
         cls.ra_start = indirect_call_end(data, *start)
+        cls.tailer_pc = tailer[0] + 1
+        cls.jumper_pc = jumper[0] + 1    # after .cfi_def_cfa %rdi, 0
+        cls.ra_main_jumper = calls(data, *main, jumper[0])[0]
         cls.not_ra = leaf[0] + 1     # inside leaf's first instruction
         cls.exe = exe
 
@@ -233,11 +245,47 @@ class CompareReal(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn('fewer than 200', out)
 
-    def test_complete_shares_apart_fail(self):
+    def test_walk_less_complete_fails(self):
+        cut = [(50, self.full()[:4])]
+        rc, out = self.run_on(self.good() + cut, self.good())
+        self.assertEqual(rc, 1, out)
+        self.assertIn('stacks are complete less often than the oracle', out)
+
+    def test_oracle_less_complete_passes(self):
+        # The oracle's own limit (perf's bounded stack copy), the walk's
+        # steps all checked against the oracle's other samples.
         cut = [(50, self.full()[:4])]
         rc, out = self.run_on(self.good(), self.good() + cut)
+        self.assertEqual(rc, 0, out)
+        self.assertIn('not a failure of the walk', out)
+
+    def test_unsampled_callee_is_not_judged(self):
+        # tailer is never sampled by the oracle: its step is the oracle's
+        # silence, counted as not covered, not as agreeing or not.
+        alone = [self.tailer_pc, self.ra_top_tailer, self.ra_main, self.ra_start]
+        rc, out = self.run_on(self.good() + [(20, alone)], self.good())
+        self.assertEqual(rc, 0, out)
+        self.assertIn('callee never sampled by the oracle', out)
+        self.assertIn('of the 3640 whose callee the oracle sampled 100.000%', out)
+        self.assertIn('covered 99.45%', out)
+        # ... but a comparison the oracle can judge too little of fails.
+        rc, out = self.run_on(self.good() + [(3000, alone)], self.good())
         self.assertEqual(rc, 1, out)
-        self.assertIn('complete-stack shares too far apart', out)
+        self.assertIn('sampled too few of the table walk\'s callees', out)
+
+    def test_register_cfa_at_interrupted_frame_is_a_counted_limit(self):
+        # The walk stops at jumper, its only frame, where the CFA is
+        # rdi+0: the oracle (all registers) has jumper's caller.
+        oracle = self.good() + [(40, [self.jumper_pc, self.ra_main_jumper, self.ra_start])]
+        rc, out = self.run_on(self.good() + [(2, [self.jumper_pc])], oracle)
+        self.assertEqual(rc, 0, out)
+        self.assertIn('2 at the interrupted frame where the CFA is based on a register', out)
+        self.assertIn('limit: 2 at tprog', out)
+        self.assertIn('CFA = rdi+0 there', out)
+        # The same stop below the interrupted frame is a lost caller.
+        rc, out = self.run_on(self.good() + [(2, [self.leaf_pc, self.jumper_pc + 1])], oracle)
+        self.assertEqual(rc, 1, out)
+        self.assertIn('the table walk lost callers the oracle found', out)
 
     def test_changed_object_fails(self):
         rc, out = self.run_on(self.good(), self.good(),
