@@ -184,6 +184,9 @@ struct Tally {
     /// The most instructions gimli counts to a pc refused by the
     /// instruction bound.
     max_ops_refused: u64,
+    /// The most instructions gimli counts to a pc the interpreter gave a
+    /// row for.
+    max_ops: u64,
     /// Other refusals of a pc gimli has a row for, by refusal and stage
     /// (count, an example): each fails.
     refused: BTreeMap<String, (u64, String)>,
@@ -480,6 +483,16 @@ fn check_object(path: &str) -> Result<Tally, String> {
                 Ok::<_, Refusal>((at, cfi::row_at(&mut r, &f, ws, pc)?))
             })();
             t.max_reads = t.max_reads.max(r.reads());
+            // The instruction bound's evidence, checked the other way: a
+            // row found takes at most MAX_OPS instructions by gimli.
+            if ours.is_ok() {
+                match ops_to(&fde, &eh_frame, &bases, pc) {
+                    Ok(n) if n <= u64::from(MAX_OPS) => t.max_ops = t.max_ops.max(n),
+                    n => t.mismatches.push(format!(
+                        "pc {pc:#x}: a row, but gimli counts {n:?} instructions"
+                    )),
+                }
+            }
             match (ours, g) {
                 (Ok((at, row)), Ok((cfa, ra, fp, bx))) => {
                     if at != fde_addr {
@@ -727,7 +740,7 @@ fn real_objects_agree_with_gimli() {
             "cfi oracle: {} ({path}): {} FDEs ({} gimli cannot parse), {} pcs: {} agreed and \
              usable ({:.3}%, {} steps checked), {} allowed refusals, {} other refusals, \
              {} gimli-only errors, {} both errors, {} mismatches, at most {} reads (bound \
-             {MAX_READS})",
+             {MAX_READS}), at most {} instructions to a row (bound {MAX_OPS})",
             e.what,
             t.fdes,
             t.fdes_unparsed,
@@ -740,7 +753,8 @@ fn real_objects_agree_with_gimli() {
             t.gimli_only_err,
             t.both_err,
             t.mismatches.len(),
-            t.max_reads
+            t.max_reads,
+            t.max_ops
         );
         println!("    PLT-pattern rows: {}", t.plt_rows);
         let mut bad = Vec::new();
