@@ -60,8 +60,8 @@ KUNIT_SUITES := example rust_doctests_kernel
 KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred \
 	unwind_rust_tables
 # What `make check` must have produced results for (a missing one fails).
-CHECK_RESULTS := host-guestlog host-compare host-compare-real host-cargo-test host-loom \
-	host-oracle c-test rust-test rust-debug-test symbols differential real-programs \
+CHECK_RESULTS := host-guestlog host-compare host-compare-real host-stack-depth host-cargo-test \
+	host-loom host-oracle c-test rust-test rust-debug-test symbols differential real-programs \
 	real-programs-debug
 # make check-full adds the upstream-C debug kernel.
 CHECK_FULL_RESULTS := $(CHECK_RESULTS) c-debug-test
@@ -120,8 +120,9 @@ guest-test-c-debug: kernel-c-debug initramfs
 guest-demo: kernel-$(DEMO_VARIANT) initramfs
 	@$(S) guest-demo-$(DEMO_VARIANT) scripts/run-guest.sh $(DEMO_VARIANT) demo
 
-# No code of the C implementation in the Rust kernel.
-symbols: kernel-c kernel-rust
+# No code of the C implementation in the Rust kernel; the Rust unwinder's
+# worst stack use within its limits (both Rust test kernels).
+symbols: kernel-c kernel-rust kernel-rust-debug
 	@$(S) symbols scripts/check-symbols.sh
 
 # The same perf sessions give the same merged user stacks on both kernels

@@ -20,6 +20,12 @@ n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
 [ "${n:-0}" -gt 0 ] || die "compare-real tests: none ran"
 echo "compare-real.py (real programs, table walk vs DWARF): $n tests passed"
 echo "$n 0 host-compare-real" >"$BUILD/results/host-compare-real.txt"
+out=$(python3 "$TOP/scripts/test_stack_depth.py" 2>&1) ||
+	{ echo "$out"; die "stack-depth tests failed"; }
+n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
+[ "${n:-0}" -gt 0 ] || die "stack-depth tests: none ran"
+echo "stack-depth.py (worst stack of the unwinder's paths): $n tests passed"
+echo "$n 0 host-stack-depth" >"$BUILD/results/host-stack-depth.txt"
 
 # The unwinder's kernel-independent rules (src/logic), on the host.
 cd "$TOP"

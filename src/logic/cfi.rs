@@ -1050,6 +1050,10 @@ pub struct Row {
 }
 
 impl Row {
+    /// An empty `DW_CFA_remember_state` stack: a constant, so that
+    /// [`Interp::new`] copies it into place instead of building it in a
+    /// temporary of its own on the kernel stack first.
+    const INITIAL_STACK: [Row; MAX_STATE_DEPTH] = [Row::INITIAL; MAX_STATE_DEPTH];
     const INITIAL: Row = Row {
         cfa: Cfa::RegOffset(0, 0),
         ra: Rule::Unmentioned,
@@ -1515,7 +1519,8 @@ pub fn row_at<M: UserBytes>(r: &mut Reader<'_, M>, fde: &Fde, ws: WordSize, pc: 
     if pc < fde.pc_begin || pc >= fde.pc_end {
         return Err(Refusal::NoFde);
     }
-    let mut it = Interp::start(fde, ws, pc, None)?;
+    Interp::check(fde, ws)?;
+    let mut it = Interp::new(fde, ws, pc, None);
     it.run(r, fde.cie_insns.0, fde.cie_insns.1, true)?;
     it.initial = it.row;
     it.depth = 0;
@@ -1524,12 +1529,24 @@ pub fn row_at<M: UserBytes>(r: &mut Reader<'_, M>, fde: &Fde, ws: WordSize, pc: 
 }
 
 impl<'s> Interp<'s> {
-    fn start(fde: &Fde, ws: WordSize, target: u64, sink: Option<&'s mut dyn RowSink>) -> Res<Self> {
-        let arch = Arch::of(ws);
-        if fde.ra_reg != arch.ra {
+    /// Whether `fde` can be interpreted: its return-address column must be
+    /// the arch's.
+    fn check(fde: &Fde, ws: WordSize) -> Res<()> {
+        if fde.ra_reg != Arch::of(ws).ra {
             return Err(Refusal::UnsupportedRaColumn);
         }
-        Ok(Interp {
+        Ok(())
+    }
+
+    /// The interpreter at the start of `fde` (which passed [`Self::check`]).
+    /// Infallible and inlined, so that the state (the largest value on the
+    /// table walk's stack: 752 bytes with its remember-state stack) is
+    /// built once, in its caller's frame, not in a `Result` that is then
+    /// moved (docs/design.md, "Stack use").
+    #[inline(always)]
+    fn new(fde: &Fde, ws: WordSize, target: u64, sink: Option<&'s mut dyn RowSink>) -> Self {
+        let arch = Arch::of(ws);
+        Interp {
             arch,
             ws,
             code_align: fde.code_align,
@@ -1538,13 +1555,13 @@ impl<'s> Interp<'s> {
             ptr_enc: fde.ptr_enc,
             row: Row::INITIAL,
             initial: Row::INITIAL,
-            stack: [Row::INITIAL; MAX_STATE_DEPTH],
+            stack: Row::INITIAL_STACK,
             depth: 0,
             loc: fde.pc_begin,
             target,
             ops: 0,
             sink,
-        })
+        }
     }
 }
 
@@ -1577,8 +1594,9 @@ pub fn compile<M: UserBytes>(
         return Ok(());
     }
     let target = fde.pc_end - 1;
-    let res = match Interp::start(fde, ws, target, Some(&mut *sink)) {
-        Ok(mut it) => {
+    let res = match Interp::check(fde, ws) {
+        Ok(()) => {
+            let mut it = Interp::new(fde, ws, target, Some(&mut *sink));
             let res = it
                 .run(r, fde.cie_insns.0, fde.cie_insns.1, true)
                 .and_then(|()| {
