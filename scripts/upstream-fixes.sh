@@ -84,7 +84,9 @@ check() {
 	# UNKNOWN_COMMIT_ID: $BUILD/linux is Debian's tarball imported as
 	# one commit, without upstream's history, so checkpatch cannot look
 	# up the commits the Fixes: tags name (each patch's notes say where
-	# they were checked).  Every other warning and check counts.
+	# they were checked).  Every other warning and check counts.  Run
+	# from the kernel tree: run inside this project's repository,
+	# checkpatch takes a git-tracked file for a source file, not a patch.
 	if (cd "$scratch/linux" &&
 		./scripts/checkpatch.pl --strict --terse --ignore UNKNOWN_COMMIT_ID \
 			"${series[@]}"); then
