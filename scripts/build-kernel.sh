@@ -9,6 +9,9 @@
 #   c-debug, rust-debug  the test kernels with KASAN, kmemleak, UBSAN,
 #         KFENCE, debug objects and the hang detectors
 #         (arch/x86/configs/unwind_debug.config)
+#   c-fixed, c-fixed-debug  c and c-debug from $BUILD/linux-c-fixed, which
+#         has the upstream fix series (patches/upstream/) under the
+#         overlay; made by scripts/upstream-fixes.sh build, which calls this
 # Output in $BUILD/kernel-VARIANT (O= build, the source tree stays clean).
 # The configuration is tinyconfig + arch/x86/configs/unwind_test.config +
 # kunit/.kunitconfig (+ unwind_rust.config); every value the fragments ask
@@ -17,12 +20,18 @@
 
 . "$(dirname "$0")/lib.sh"
 
-variant=${1:?usage: build-kernel.sh c|rust|c-bench|rust-bench|c-debug|rust-debug}
+variant=${1:?usage: build-kernel.sh c|rust|c-bench|rust-bench|c-debug|rust-debug|c-fixed|c-fixed-debug}
 SRC=$BUILD/linux
+case $variant in
+c-fixed*)
+	SRC=$BUILD/linux-c-fixed
+	[ -d "$SRC" ] || die "no $SRC: run scripts/upstream-fixes.sh build"
+	;;
+esac
 O=$BUILD/kernel-$variant
 mkdir -p "$O"
 case $variant in
-c)
+c | c-fixed)
 	# Upstream C: the KUnit options without the Rust unwinder's.
 	grep -v UNWIND_USER_RUST "$TOP/kunit/.kunitconfig" >"$O/kunit.config"
 	frags=("$TOP/arch/x86/configs/unwind_test.config" "$O/kunit.config")
@@ -40,7 +49,7 @@ rust-bench)
 		"$TOP/arch/x86/configs/unwind_bench.config"
 		"$TOP/arch/x86/configs/unwind_rust.config")
 	;;
-c-debug)
+c-debug | c-fixed-debug)
 	grep -v UNWIND_USER_RUST "$TOP/kunit/.kunitconfig" >"$O/kunit.config"
 	frags=("$TOP/arch/x86/configs/unwind_test.config" "$O/kunit.config"
 		"$TOP/arch/x86/configs/unwind_debug.config")
