@@ -34,7 +34,8 @@ SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_threads \
 export SELFTESTS
 # The real programs (perl, gzip, bzip2, grep) under perf's DWARF unwinder
 # and the table walk: on the Rust kernels in make check (about 100 s of
-# guest time on rust), on the C kernels too in make check-full.
+# guest time on rust, 50 s on rust-debug, which runs the walk alone), on
+# the C kernels too in make check-full.
 REAL_SELFTESTS := perf_real.sh
 # The guest's test list: every test a run may ask for (a run leaves out
 # what it does not: C_SKIP, comma-separated).
@@ -64,8 +65,7 @@ KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred \
 	unwind_rust_tables
 # What `make check` must have produced results for (a missing one fails).
 CHECK_RESULTS := host-guestlog host-compare host-compare-real host-stack-depth host-cargo-test \
-	host-loom host-oracle c-test rust-test rust-debug-test symbols differential real-programs \
-	real-programs-debug
+	host-loom host-oracle c-test rust-test rust-debug-test symbols differential real-programs
 # make check-full adds the upstream fix series on the C kernel (make
 # upstream-fixes) and the upstream-C debug kernel.
 CHECK_FULL_RESULTS := $(CHECK_RESULTS) upstream-series c-fixed-test c-fixed-excuses \
@@ -167,14 +167,12 @@ differential:
 
 # Debian's programs without frame pointers: the Rust kernel's table walk
 # against perf's own DWARF unwinder, step by step (reads the log of
-# guest-test-rust and the objects of the initramfs it ran).
+# guest-test-rust and the objects of the initramfs it ran; the debug
+# kernel runs the walk alone on each program, under KASAN and lockdep).
 real-programs:
 	@$(S) real-programs scripts/compare-real.py $(BUILD)/logs/rust-test.log \
 		--root $(BUILD)/initramfs $(addprefix --program ,$(REAL_COMPARED)) \
 		--results $(BUILD)/results/real-programs.txt
-	@$(S) real-programs-debug scripts/compare-real.py $(BUILD)/logs/rust-debug-test.log \
-		--root $(BUILD)/initramfs $(addprefix --program ,$(REAL_COMPARED)) \
-		--results $(BUILD)/results/real-programs-debug.txt --name real-programs-debug
 
 # Rust vs C, timed under QEMU -icount (its own kernels: no lockdep).
 bench: initramfs
