@@ -659,15 +659,7 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
     };
     let stepped = n - first;
     if stepped > 0 {
-        w.ip = ip;
-        w.sp = sp;
-        if let Some(fp) = fp {
-            w.fp = fp;
-        }
-        w.topmost = false;
-        t.fp_known = fp.is_some();
-        t.ip_is_ra = ip_is_ra;
-        t.bx = bx;
+        enter(w, t, (ip, sp, fp, bx), ip_is_ra);
         let frames = u32::try_from(stepped).unwrap_or(u32::MAX);
         stats.table_frames = stats.table_frames.saturating_add(frames);
         *nr = n;
@@ -717,15 +709,7 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
             if ip >= w.user_limit {
                 return Some(Err(Stop::NotUser));
             }
-            t.bx = bx;
-            w.ip = ip;
-            w.sp = sp;
-            if let Some(fp) = fp {
-                w.fp = fp;
-            }
-            w.topmost = false;
-            t.fp_known = fp.is_some();
-            t.ip_is_ra = !signal;
+            enter(w, t, (ip, sp, fp, bx), !signal);
             stats.table_frames = stats.table_frames.saturating_add(1);
             Some(Ok(()))
         }
@@ -740,6 +724,22 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
 /// A table step's caller: its ip, stack pointer (the CFA), frame pointer
 /// (`None`: unknown) and `%rbx`.
 type Caller = (u64, u64, Option<u64>, cfi::Saved);
+
+/// Make a table step's `caller` the walk's current frame; `ip_is_ra`:
+/// its ip is a return address (not after a signal frame).
+#[inline(always)]
+fn enter(w: &mut Walk, t: &mut TableFrame, caller: Caller, ip_is_ra: bool) {
+    let (ip, sp, fp, bx) = caller;
+    w.ip = ip;
+    w.sp = sp;
+    if let Some(fp) = fp {
+        w.fp = fp;
+    }
+    w.topmost = false;
+    t.fp_known = fp.is_some();
+    t.ip_is_ra = ip_is_ra;
+    t.bx = bx;
+}
 
 /// [`apply_row`] and the caller's `%rbx` ([`cfi::Saved::caller`]) for a
 /// usual row ([`PackedRow::usual`]), the frame most steps meet, without
