@@ -27,5 +27,21 @@ stage() {
 	return $rc
 }
 
+# stage_project_files DIR: the project's new files into the kernel tree
+# (or a scratch copy of it) at DIR: arch/ include/ kernel/ rust/ tools/
+# to the same paths, src/ and Kbuild to kernel/unwind/rust/.
+stage_project_files() {
+	local dir=$1 d
+	for d in arch include kernel rust tools; do
+		[ -d "$TOP/$d" ] && rsync -a "$TOP/$d/" "$dir/$d/"
+	done
+	if [ -d "$TOP/src" ]; then
+		mkdir -p "$dir/kernel/unwind/rust"
+		rsync -a --exclude='*.md' "$TOP/src/" "$dir/kernel/unwind/rust/"
+		[ -f "$TOP/Kbuild" ] && cp "$TOP/Kbuild" "$dir/kernel/unwind/rust/Kbuild"
+	fi
+	return 0
+}
+
 # re_quote STR: STR as an extended regular expression matching itself.
 re_quote() { printf '%s' "$1" | sed 's/[][\\.*^$+?(){}|/]/\\&/g'; }

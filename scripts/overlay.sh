@@ -41,14 +41,7 @@ if [ ${#patches[@]} -gt 0 ]; then
 fi
 
 # 2. New files.
-for d in arch include kernel rust tools; do
-	[ -d "$TOP/$d" ] && rsync -a "$TOP/$d/" "$stage_dir/$d/"
-done
-if [ -d "$TOP/src" ]; then
-	mkdir -p "$stage_dir/kernel/unwind/rust"
-	rsync -a --exclude='*.md' "$TOP/src/" "$stage_dir/kernel/unwind/rust/"
-	[ -f "$TOP/Kbuild" ] && cp "$TOP/Kbuild" "$stage_dir/kernel/unwind/rust/Kbuild"
-fi
+stage_project_files "$stage_dir"
 
 # 3. Write what changed; undo what the project dropped since last time.
 (cd "$stage_dir" && find . -type f | sed 's|^\./||' | sort) >"$stage_dir.manifest"

@@ -156,14 +156,7 @@ prepare_tree() {
 		log "upstream-fixes: left out (Rust hooks where the series fixes): ${skipped[*]}"
 
 	# 2. The project's new files (as overlay.sh copies them).
-	for d in arch include kernel rust tools; do
-		[ -d "$TOP/$d" ] && rsync -a "$TOP/$d/" "$stage/$d/"
-	done
-	if [ -d "$TOP/src" ]; then
-		mkdir -p "$stage/kernel/unwind/rust"
-		rsync -a --exclude='*.md' "$TOP/src/" "$stage/kernel/unwind/rust/"
-		[ -f "$TOP/Kbuild" ] && cp "$TOP/Kbuild" "$stage/kernel/unwind/rust/Kbuild"
-	fi
+	stage_project_files "$stage"
 
 	# 3. Write what changed; restore what an earlier run wrote and this
 	# one does not.
