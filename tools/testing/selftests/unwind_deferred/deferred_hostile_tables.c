@@ -814,6 +814,10 @@ int main(int argc, char **argv)
 	if (dc_syms_load())
 		ksft_exit_fail_msg("reading the symbol table\n");
 	tables = dc_tables_present();
+	/* Fail closed: a Rust test kernel has the table walk (see deferred_tables). */
+	if (!tables && dc_rust_kernel())
+		ksft_exit_fail_msg("Rust kernel without %s: the table walk is missing\n",
+				   DC_TABLES_SYSCTL);
 	if (tables) {
 		int was = dc_tables_hold();
 

@@ -1218,6 +1218,14 @@ int main(int argc, char **argv)
 	} else {
 		dc_kallsyms_load();
 		is_rust = dc_rust_kernel();
+		/*
+		 * Fail closed: the Rust test kernels are built with the table
+		 * walk, so a Rust kernel without its switch is a broken build,
+		 * not a kernel to measure by frame pointers only.
+		 */
+		if (is_rust && !dc_tables_present())
+			ksft_exit_fail_msg("Rust kernel without %s: the table walk is missing\n",
+					   DC_TABLES_SYSCTL);
 		if (dc_tables_present()) {
 			if (dc_tables_hold() < 0)
 				ksft_exit_fail_msg("cannot read %s/tables\n", DC_UW_DIR);
