@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# dev-guest.sh VARIANT TEST... [--skip=TEST:N] [--xfail=TEST:N]
+# dev-guest.sh VARIANT TEST... [--skip=TEST:N] [--xfail=TEST:N:TOKEN]
 #   Developer loop for selftests: build this checkout's selftests (no
 #   overlay, no kernel build), pack an initramfs that runs only TEST...,
 #   and boot the already built kernel-VARIANT from $KERNELS (default:

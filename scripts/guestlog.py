@@ -15,10 +15,14 @@ rc=N".  The run passes only if
   - every required section is present, exited 0, printed a TAP plan, and
     every planned test reported "ok" (a SKIP counts as a failure).
 
---xfail SECTION:N names a test that must report "not ok": an upstream bug
-the test exposes on the reference kernel.  It counts as passed ("xfail")
-when it fails (the section's non-zero exit is then expected too) and as
-failed when it passes: the known bug did not show.
+--xfail SECTION:N:TOKEN names a test that must report "not ok" because
+of an upstream bug the test exposes on the reference kernel, whose
+signature the test recognises and prints as a line "# upstream bug:
+TOKEN ..." in its section.  It counts as passed ("xfail") when it fails
+and the section printed that line (the section's non-zero exit is then
+expected too); a failure without the line is a plain failure (the test
+failed for another reason: zero samples, say, would also fail it), and a
+pass counts as failed: the known bug did not show.
 
 --skip SECTION:N names a test that may report "ok N # SKIP": a check the
 kernel cannot support (deferred_stress's kmalloc-4k count on the SLUB_TINY
@@ -63,7 +67,8 @@ def main():
     ap.add_argument('--kunit-suite', action='append', default=[],
                     help='a KUnit suite that must have run and passed')
     ap.add_argument('--xfail', action='append', default=[],
-                    metavar='SECTION:N', help='a test that must fail')
+                    metavar='SECTION:N:TOKEN',
+                    help='a test that must fail, printing "# upstream bug: TOKEN"')
     ap.add_argument('--skip', action='append', default=[],
                     metavar='SECTION:N', help='a test that may be skipped')
     ap.add_argument('sections', nargs='*',
@@ -150,9 +155,11 @@ def main():
             failures.append('section %s missing' % name)
             failed += 1
     xfail = {}
+    tokens = {}
     for x in a.xfail:
-        sec, _, num = x.rpartition(':')
+        sec, num, token = x.rsplit(':', 2)
         xfail.setdefault(sec, set()).add(int(num))
+        tokens[(sec, int(num))] = token
     for name in xfail:
         if name not in sections:
             failures.append('section %s (with expected failures) missing' % name)
@@ -165,7 +172,14 @@ def main():
         # An allowed SKIP counts as passed (and is printed).
         skipped = [r for r in s['results'] if r[3] and r[1] in may_skip.get(name, set())]
         s['results'] = [(r[0] or r in skipped, r[1], r[2]) for r in s['results']]
-        want_fail = xfail.get(name, set())
+        # An expected failure only with its upstream bug's signature.
+        signed = set(n for n in xfail.get(name, set())
+                     if any(l.startswith('# upstream bug: %s' % tokens[(name, n)])
+                            for l in s['out']))
+        unsigned = [r for r in s['results']
+                    if r[1] in xfail.get(name, set()) - signed and not r[0]]
+        want_fail = signed | set(r[1] for r in s['results']
+                                 if r[1] in xfail.get(name, set()) and r[0])
         xfailed = [r for r in s['results'] if r[1] in want_fail and not r[0]]
         xpassed = [r for r in s['results'] if r[1] in want_fail and r[0]]
         # An expected failure counts as passed, an unexpected pass as failed.
@@ -195,6 +209,9 @@ def main():
             print('    skip   %d %s' % (r[1], r[2]))
         for r in xfailed:
             print('    xfail  %d %s' % (r[1], r[2]))
+        for r in unsigned:
+            print('    not ok %d %s (expected to fail here, but without "# upstream bug: %s")'
+                  % (r[1], r[2], tokens[(name, r[1])]))
         for r in xpassed:
             print('    XPASS  %d %s (expected to fail here)' % (r[1], r[2]))
         for r in s['results']:

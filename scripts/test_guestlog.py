@@ -74,16 +74,26 @@ class GuestLog(unittest.TestCase):
         self.bad(GOOD, '--timed-out')
 
     def test_xfail(self):
-        bad = GOOD.replace('ok 2 second', 'not ok 2 second').replace(
-            'END t1 rc=0', 'END t1 rc=1')
-        rc, out = run(bad, '--xfail', 't1:2')
+        bad = GOOD.replace('ok 2 second', '# upstream bug: lost-it (3 samples, 0 records)\n'
+                           'not ok 2 second').replace('END t1 rc=0', 'END t1 rc=1')
+        rc, out = run(bad, '--xfail', 't1:2:lost-it')
         self.assertEqual(rc, 0, out)
         self.assertIn('xfail  2 second', out)
         self.assertIn('3 passed, 0 failed', out)
         # Another failure in the same section still fails it.
         rc, out = run(bad.replace('ok 1 first', 'not ok 1 first'),
-                      '--xfail', 't1:2')
+                      '--xfail', 't1:2:lost-it')
         self.assertNotEqual(rc, 0, out)
+
+    def test_xfail_needs_its_signature(self):
+        # A failure without the upstream bug's line, or with another
+        # bug's, is a plain failure.
+        bad = GOOD.replace('ok 2 second', 'not ok 2 second').replace(
+            'END t1 rc=0', 'END t1 rc=1')
+        out = self.bad(bad, '--xfail', 't1:2:lost-it')
+        self.assertIn('without "# upstream bug: lost-it"', out)
+        other = bad.replace('not ok 2', '# upstream bug: other-bug\nnot ok 2')
+        self.bad(other, '--xfail', 't1:2:lost-it')
 
     def test_skip(self):
         skipped = GOOD.replace('ok 2 second', 'ok 2 # SKIP no slab statistics')
@@ -98,12 +108,12 @@ class GuestLog(unittest.TestCase):
         self.bad(GOOD.replace('ok 2 second', 'not ok 2 second'), '--skip', 't1:2')
 
     def test_xpass(self):
-        rc, out = run(GOOD, '--xfail', 't1:2')
+        rc, out = run(GOOD, '--xfail', 't1:2:lost-it')
         self.assertNotEqual(rc, 0, out)
         self.assertIn('XPASS', out)
 
     def test_xfail_section_missing(self):
-        rc, out = run(GOOD, '--xfail', 'nosuch:1')
+        rc, out = run(GOOD, '--xfail', 'nosuch:1:lost-it')
         self.assertNotEqual(rc, 0, out)
 
     def test_kernel_reports(self):

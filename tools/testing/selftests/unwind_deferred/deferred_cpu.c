@@ -339,6 +339,15 @@ int main(void)
 		       cross, split, other_cpu, leaf, leaf_ok, frameless,
 		       (unsigned long long)log.lost, (unsigned long long)log.other);
 
+	/*
+	 * Upstream 7.3's is_sb_event() does not count defer_output: a
+	 * CPU-wide event with no other side-band record gets the samples'
+	 * cookies and not one deferred record (the expected failure of
+	 * tests 2-4 on the C kernel; guestlog.py requires this line).
+	 */
+	if (child >= MIN_SAMPLES && !bad_ctx && !log.nr_deferred)
+		ksft_print_msg("upstream bug: sb-defer-output (%zu child samples with a cookie, 0 deferred records on any CPU)\n",
+			       child);
 	ksft_test_result(child >= MIN_SAMPLES && !bad_ctx,
 			 "%zu samples of the child (>= %d), all of its tid with USER_DEFERRED + cookie (%zu not)\n",
 			 child, MIN_SAMPLES, bad_ctx);

@@ -598,6 +598,15 @@ static __attribute__((noinline)) void exit_with_pending_unwind(void)
 			 dump >= 3 && same == dump && !early,
 			 "exit: the task dumped core (status %#x); %zu samples in vfs_coredump (>= 3), all with one cookie, the first of its entry (%zu before, attempt %d of %d)\n",
 			 st, dump, early, attempt, DUMP_ATTEMPTS);
+	/*
+	 * Upstream 7.3's exit order (perf's events detached before the
+	 * pending unwind runs): the dump's entry was sampled, and its record
+	 * never written (the expected failure of test 2 on the C kernel;
+	 * guestlog.py requires this line).
+	 */
+	if (cookie && dump >= 3 && same == dump && !early && !n)
+		ksft_print_msg("upstream bug: exit-loss (cookie %#llx: %zu samples in the dump, no record)\n",
+			       (unsigned long long)cookie, dump);
 	ksft_test_result(n == 1 && stack_ok,
 			 "exit: the dumping task's deferred unwind, pending at exit, still writes its record to the per-task event (%ld records for the cookie), user stack exactly exit_leaf <- dump_child <- profile <- exit_with_pending_unwind <- main <- __libc_start_call_main%s\n",
 			 n, idx >= 0 && !stack_ok ? " (wrong stack)" : "");
