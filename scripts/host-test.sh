@@ -3,29 +3,22 @@
 # Host-side tests (no kernel needed).  Results go to $BUILD/results.
 . "$(dirname "$0")/lib.sh"
 mkdir -p "$BUILD/results"
-out=$(python3 "$TOP/scripts/test_guestlog.py" 2>&1) || { echo "$out"; die "guestlog tests failed"; }
-n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
-[ "${n:-0}" -gt 0 ] || die "guestlog tests: none ran"
-echo "guestlog.py checker: $n tests passed"
-echo "$n 0 host-guestlog" >"$BUILD/results/host-guestlog.txt"
-out=$(python3 "$TOP/scripts/test_compare_stacks.py" 2>&1) ||
-	{ echo "$out"; die "compare-stacks tests failed"; }
-n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
-[ "${n:-0}" -gt 0 ] || die "compare-stacks tests: none ran"
-echo "compare-stacks.py (differential check): $n tests passed"
-echo "$n 0 host-compare" >"$BUILD/results/host-compare.txt"
-out=$(python3 "$TOP/scripts/test_compare_real.py" 2>&1) ||
-	{ echo "$out"; die "compare-real tests failed"; }
-n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
-[ "${n:-0}" -gt 0 ] || die "compare-real tests: none ran"
-echo "compare-real.py (real programs, table walk vs DWARF): $n tests passed"
-echo "$n 0 host-compare-real" >"$BUILD/results/host-compare-real.txt"
-out=$(python3 "$TOP/scripts/test_stack_depth.py" 2>&1) ||
-	{ echo "$out"; die "stack-depth tests failed"; }
-n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
-[ "${n:-0}" -gt 0 ] || die "stack-depth tests: none ran"
-echo "stack-depth.py (worst stack of the unwinder's paths): $n tests passed"
-echo "$n 0 host-stack-depth" >"$BUILD/results/host-stack-depth.txt"
+# py_tests TEST RESULT WHAT: one of the scripts' own unittest files; a
+# run that executed no test fails.
+py_tests() {
+	local test=$1 result=$2 what=$3 out n
+	out=$(python3 "$TOP/scripts/$test" 2>&1) || { echo "$out"; die "$test failed"; }
+	n=$(echo "$out" | sed -n 's/^Ran \([0-9]*\) tests.*/\1/p')
+	[ "${n:-0}" -gt 0 ] || die "$test: no test ran"
+	echo "$what: $n tests passed"
+	echo "$n 0 $result" >"$BUILD/results/$result.txt"
+}
+py_tests test_guestlog.py host-guestlog "guestlog.py checker"
+py_tests test_compare_stacks.py host-compare "compare-stacks.py (differential check)"
+py_tests test_compare_real.py host-compare-real \
+	"compare-real.py (real programs, table walk vs DWARF)"
+py_tests test_stack_depth.py host-stack-depth \
+	"stack-depth.py (worst stack of the unwinder's paths)"
 
 # The unwinder's kernel-independent rules (src/logic), on the host.
 cd "$TOP"
