@@ -490,20 +490,24 @@ impl PcMemo {
         (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - MEMO_SLOTS.trailing_zeros())) as usize
     }
 
+    /// The row memoised for `pc` (the signal flag in `fast`), if any.
+    #[inline(always)]
+    fn find(&self, pc: u64, ws: WordSize) -> Option<&PackedRow> {
+        let key = Self::key(pc, ws)?;
+        let s = self.slots.get(Self::slot(key))?;
+        (s.key == key).then_some(&s.row)
+    }
+
     /// The row memoised for `pc`, if any.
     #[inline]
     pub fn get(&self, pc: u64, ws: WordSize) -> Option<Found> {
-        let key = Self::key(pc, ws)?;
-        let s = self.slots.get(Self::slot(key))?;
-        if s.key != key {
-            return None;
-        }
+        let s = self.find(pc, ws)?;
         Some((
             PackedRow {
-                fast: s.row.fast & !MEMO_SIGNAL,
-                ..s.row
+                fast: s.fast & !MEMO_SIGNAL,
+                ..*s
             },
-            s.row.fast & MEMO_SIGNAL != 0,
+            s.fast & MEMO_SIGNAL != 0,
         ))
     }
 
@@ -512,12 +516,11 @@ impl PcMemo {
     /// usual frames steps by without asking for the whole row.
     #[inline(always)]
     pub fn usual(&self, pc: u64, ws: WordSize) -> Option<Usual> {
-        let key = Self::key(pc, ws)?;
-        let s = self.slots.get(Self::slot(key))?;
-        if s.key != key || s.row.fast & MEMO_SIGNAL != 0 {
+        let s = self.find(pc, ws)?;
+        if s.fast & MEMO_SIGNAL != 0 {
             return None;
         }
-        s.row.usual()
+        s.usual()
     }
 
     /// Remember `found` for `pc` (replacing what its slot held).
