@@ -132,6 +132,8 @@ impl<'a> CurrentCache<'a> {
 pub(crate) fn user_faultable<'a>(
     task: &'a CurrentTask,
 ) -> Result<(bindings::unwind_stacktrace, CurrentCache<'a>)> {
+    // Only ever called where it may fault (upstream's annotation too).
+    kernel::task::might_fault();
     if !task::has_mm(task) {
         return Err(EINVAL);
     }

@@ -47,7 +47,7 @@ void unwind_user_arch_frames(unsigned int ws, struct unwind_user_frame *fp,
  *
  * Return: 0, or -EINVAL if current has no user context to unwind (a kernel
  * thread, not entered from user mode, VM86, a segment that cannot be
- * resolved).  May sleep for a compat task with LDT segments.
+ * resolved).  Any context: does not sleep or take a lock.
  */
 int unwind_user_get_regs(struct unwind_user_regs *r)
 {

@@ -15,6 +15,12 @@
  *  - task: a write to the control file, a busy loop in the kernel, and
  *    from a callback (the task_work) asking for another tracer.
  *
+ * The same NMIs and interrupts can also call unwind_user() itself on the
+ * target (SRC bit 2), with page faults disabled as its contract asks of an
+ * atomic caller: the walk must neither sleep nor take a lock there (a
+ * compat task with LDT segments, tools/testing/selftests/unwind_deferred/
+ * deferred_hostile.c, case ldt_atomic).
+ *
  * Every request and every callback is logged; user space reads the logs
  * back and checks them (tools/testing/selftests/unwind_deferred/
  * deferred_nmi.c).  Only the C API of <linux/unwind_deferred.h> is used,
@@ -29,6 +35,8 @@
  *   callbacks  one line per callback:
  *              "C tid cpu slot gen flags cookie nr ip..."
  *   tracers    one line per registered tracer: "T slot gen bit"
+ *   unwinds    one line per unwind_user() call:
+ *              "U tid cpu ctx in_nmi in_hardirq ret cs ip nr ip..."
  *   stats      "name value" lines
  */
 #include <linux/debugfs.h>
@@ -54,6 +62,7 @@
 #define UDT_SLOTS	BITS_PER_LONG
 #define UDT_MAX_REQ	(1 << 18)
 #define UDT_MAX_CB	(1 << 14)
+#define UDT_MAX_UW	(1 << 13)
 #define UDT_IPS		32
 /*
  * Requests stop this far from a full log, so every logged one's callback
@@ -102,6 +111,16 @@ struct udt_cb {
 	u64	ips[UDT_IPS];
 };
 
+/* An unwind_user() call in NMI or hardirq; ip and cs: the user context. */
+struct udt_uw {
+	u64	ip;
+	u32	tid, nr;
+	int	ret;
+	u16	cs;
+	u8	ctx, nmi, hardirq, cpu, valid;
+	unsigned long ips[UDT_IPS];
+};
+
 static struct {
 	struct mutex		lock;		/* commands */
 	struct udt_tracer	*slots[UDT_SLOTS];
@@ -132,7 +151,8 @@ static struct {
 	/* Logs. */
 	struct udt_req		*req;
 	struct udt_cb		*cb;
-	atomic_t		nr_req, nr_cb, next_label;
+	struct udt_uw		*uw;
+	atomic_t		nr_req, nr_cb, nr_uw, next_label;
 	atomic_t		nr_queued;	/* requests that returned 0 */
 } udt = {
 	.lock = __MUTEX_INITIALIZER(udt.lock),
@@ -143,12 +163,14 @@ static struct {
 
 #define UDT_SRC_NMI	BIT(0)
 #define UDT_SRC_IRQ	BIT(1)
+#define UDT_SRC_UNWIND	BIT(2)
 
 static struct {
 	atomic_t	nmi, nmi_sent, req_nmi_user, req_nmi_kernel, req_irq;
 	atomic_t	req_task, req_work, req_lost, cb_lost, after_cancel;
 	atomic_t	irqs_off_after_request, irqs_on_in_irq, spins;
 	atomic_t	nmi_kernel_skipped, req_nmi_timer, req_nmi_spin, throttled;
+	atomic_t	uw_lost;
 } stats;
 
 static DEFINE_PER_CPU(struct hrtimer, udt_timer);
@@ -221,6 +243,42 @@ static void udt_requests(int ctx, bool user, u32 label)
 	}
 }
 
+/*
+ * unwind_user() on the target, from the NMI or hardirq that hit it (in
+ * user mode or in the kernel: the walk starts from the user context saved
+ * at kernel entry either way).  Page faults are disabled, as unwind_user()
+ * asks of a caller that may not sleep; lockdep and DEBUG_ATOMIC_SLEEP see
+ * anything else it would take.  The walk writes straight into its record.
+ */
+static void udt_unwind(int ctx)
+{
+	int i = atomic_inc_return(&udt.nr_uw) - 1;
+	struct pt_regs *regs = task_pt_regs(current);
+	struct unwind_stacktrace trace;
+	struct udt_uw *u;
+
+	if (i >= UDT_MAX_UW) {
+		atomic_inc(&stats.uw_lost);
+		return;
+	}
+	u = &udt.uw[i];
+	trace.entries = u->ips;
+	trace.nr = 0;
+	pagefault_disable();
+	u->ret = unwind_user(&trace, UDT_IPS);
+	pagefault_enable();
+	u->nr = trace.nr;
+	u->ip = instruction_pointer(regs);
+	u->cs = regs->cs;
+	u->tid = task_pid_nr(current);
+	u->ctx = ctx;
+	u->nmi = !!in_nmi();
+	u->hardirq = !!in_hardirq();
+	u->cpu = raw_smp_processor_id();
+	/* Pairs with the reader's smp_load_acquire(). */
+	smp_store_release(&u->valid, 1);
+}
+
 static u32 udt_new_label(u32 kind)
 {
 	return kind | (atomic_inc_return(&udt.next_label) & UDT_LABEL_MASK);
@@ -260,6 +318,8 @@ static int udt_nmi(unsigned int cmd, struct pt_regs *regs)
 	if (!READ_ONCE(udt.armed) || current != READ_ONCE(udt.target) ||
 	    (current->flags & PF_EXITING))
 		return NMI_HANDLED;
+	if (READ_ONCE(udt.sources) & UDT_SRC_UNWIND)
+		udt_unwind(UDT_NMI);
 
 	if (__this_cpu_read(udt_in_timer))
 		label = __this_cpu_read(udt_irq_label);
@@ -323,6 +383,8 @@ static enum hrtimer_restart udt_timer_fn(struct hrtimer *timer)
 
 		__this_cpu_write(udt_irq_label, label);
 		__this_cpu_write(udt_in_timer, true);
+		if (sources & UDT_SRC_UNWIND)
+			udt_unwind(UDT_IRQ);
 		if (sources & UDT_SRC_IRQ) {
 			atomic_inc(&stats.req_irq);
 			udt_requests(UDT_IRQ, user, label);
@@ -540,8 +602,10 @@ static void udt_reset(void)
 	}
 	memset(udt.req, 0, UDT_MAX_REQ * sizeof(*udt.req));
 	memset(udt.cb, 0, UDT_MAX_CB * sizeof(*udt.cb));
+	memset(udt.uw, 0, UDT_MAX_UW * sizeof(*udt.uw));
 	atomic_set(&udt.nr_req, 0);
 	atomic_set(&udt.nr_cb, 0);
+	atomic_set(&udt.nr_uw, 0);
 	atomic_set(&udt.nr_queued, 0);
 	memset(&stats, 0, sizeof(stats));
 	WRITE_ONCE(udt.cb_delay_us, 0);
@@ -555,7 +619,8 @@ static void udt_reset(void)
  *   cancel SLOT              cancel it (waits for its callbacks)
  *   arm TID MASK SRC US      timers every US µs on each CPU; while thread
  *                            TID runs, tracers in hex MASK request from
- *                            hardirq (SRC bit 1) and NMI (SRC bit 0)
+ *                            hardirq (SRC bit 1) and NMI (SRC bit 0), and
+ *                            both call unwind_user() if SRC bit 2 is set
  *   disarm                   stop the timers
  *   request                  the writer requests for every tracer in MASK
  *   spin US [REQ]            the writer busy-waits US µs in the kernel,
@@ -697,6 +762,35 @@ static int udt_cb_show(struct seq_file *m, void *v)
 	return 0;
 }
 
+static void *udt_uw_start(struct seq_file *m, loff_t *pos)
+{
+	int n = min(atomic_read(&udt.nr_uw), UDT_MAX_UW);
+
+	return *pos < n ? &udt.uw[*pos] : NULL;
+}
+
+static void *udt_uw_next(struct seq_file *m, void *v, loff_t *pos)
+{
+	++*pos;
+	return udt_uw_start(m, pos);
+}
+
+static int udt_uw_show(struct seq_file *m, void *v)
+{
+	struct udt_uw *u = v;
+	u32 j;
+
+	/* Pairs with udt_unwind()'s smp_store_release(). */
+	if (!smp_load_acquire(&u->valid))
+		return 0;
+	seq_printf(m, "U %u %u %c %u %u %d %#x %#llx %u", u->tid, u->cpu,
+		   u->ctx, u->nmi, u->hardirq, u->ret, u->cs, u->ip, u->nr);
+	for (j = 0; j < min_t(u32, u->nr, UDT_IPS); j++)
+		seq_printf(m, " %#lx", u->ips[j]);
+	seq_putc(m, '\n');
+	return 0;
+}
+
 static void udt_stop(struct seq_file *m, void *v)
 {
 }
@@ -716,6 +810,14 @@ static const struct seq_operations udt_callbacks_sops = {
 	.show = udt_cb_show,
 };
 DEFINE_SEQ_ATTRIBUTE(udt_callbacks);
+
+static const struct seq_operations udt_unwinds_sops = {
+	.start = udt_uw_start,
+	.next = udt_uw_next,
+	.stop = udt_stop,
+	.show = udt_uw_show,
+};
+DEFINE_SEQ_ATTRIBUTE(udt_unwinds);
 
 static int udt_tracers_show(struct seq_file *m, void *v)
 {
@@ -755,6 +857,7 @@ static int udt_stats_show(struct seq_file *m, void *v)
 	UDT_STAT(req_nmi_timer);
 	UDT_STAT(req_nmi_spin);
 	UDT_STAT(throttled);
+	UDT_STAT(uw_lost);
 	seq_printf(m, "max_req %d\nmax_cb %d\n", UDT_MAX_REQ, UDT_MAX_CB);
 #undef UDT_STAT
 	return 0;
@@ -768,7 +871,8 @@ static int __init udt_init(void)
 
 	udt.req = vzalloc(UDT_MAX_REQ * sizeof(*udt.req));
 	udt.cb = vzalloc(UDT_MAX_CB * sizeof(*udt.cb));
-	if (!udt.req || !udt.cb)
+	udt.uw = vzalloc(UDT_MAX_UW * sizeof(*udt.uw));
+	if (!udt.req || !udt.cb || !udt.uw)
 		goto nomem;
 	for_each_possible_cpu(cpu)
 		hrtimer_setup(per_cpu_ptr(&udt_timer, cpu), udt_timer_fn,
@@ -783,12 +887,14 @@ static int __init udt_init(void)
 	debugfs_create_file("callbacks", 0400, dir, NULL, &udt_callbacks_fops);
 	debugfs_create_file("tracers", 0400, dir, NULL, &udt_tracers_fops);
 	debugfs_create_file("stats", 0400, dir, NULL, &udt_stats_fops);
+	debugfs_create_file("unwinds", 0400, dir, NULL, &udt_unwinds_fops);
 	return 0;
 nomem:
 	ret = -ENOMEM;
 fail:
 	vfree(udt.req);
 	vfree(udt.cb);
+	vfree(udt.uw);
 	return ret;
 }
 late_initcall(udt_init);

@@ -52,6 +52,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -861,7 +862,7 @@ static void run_uprobe(struct hl_args *a, struct ctl *c)
  * page, TRUE at the same page + LDT_SS_BASE.
  *
  * The Rust walk adds the bases (shim.c's unwind_user_get_regs(),
- * insn_get_seg_base(); walk.rs: ip and return addresses + cs base, sp and
+ * unwind_user_seg_base(); walk.rs: ip and return addresses + cs base, sp and
  * frame pointers + ss base, in 32 bits): it reads the chain in TRUE, whose
  * saved frame pointer is an offset, and reports linear addresses:
  * [hl_ldt_ret, RA(1) + cs base, RA(2) + cs base].  A user-mode sample's
@@ -876,6 +877,7 @@ static void run_uprobe(struct hl_args *a, struct ctl *c)
 #define LDT_SS_BASE	0x01000000UL
 #define LDT_PAGE	0x20000000UL
 #define LDT_SEL(i)	(((i) << 3) | 4 | 3)	/* LDT, RPL 3 */
+#define ATOMIC_UNWIND	1	/* hcase.arg: ldt_atomic */
 
 static int ldt_probe(void)
 {
@@ -954,6 +956,128 @@ static void run_ldt(struct hl_args *a, struct ctl *c)
 	(void)c;
 	hl_ldt_loop(a);
 }
+
+/*
+ * ldt_atomic: the same loop, and while it runs the test driver's NMIs and
+ * timer interrupts call unwind_user() on the child (arm SRC bit 2), in
+ * atomic context with page faults disabled (kernel/unwind/
+ * test_deferred.c).  Resolving an LDT segment's base there must not sleep
+ * or take a lock: the test kernels have lockdep and DEBUG_ATOMIC_SLEEP,
+ * whose reports fail the run (guestlog.py).  Each call made while the
+ * child was in the LDT code segment must be exactly what a deferred record
+ * of the same place is (the case's expect, first entry its own IP).
+ */
+#define UDT_DIR		"/sys/kernel/debug/unwind_deferred_test"
+#define UDT_PERIOD_US	250
+#define ATOMIC_MIN	10	/* calls from NMI, and from hardirq alone */
+
+static int udt_ctl = -1;
+
+static int udt_cmd(const char *fmt, ...)
+{
+	char buf[96];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (write(udt_ctl, buf, n) == n)
+		return 0;
+	return -errno;
+}
+
+static int atomic_arm(pid_t pid)
+{
+	int err;
+
+	if (udt_ctl < 0)
+		udt_ctl = open(UDT_DIR "/ctl", O_WRONLY);
+	if (udt_ctl < 0)
+		return -errno;
+	err = udt_cmd("reset");
+	if (!err)
+		err = udt_cmd("arm %d 0 7 %d", pid, UDT_PERIOD_US);
+	return err;
+}
+
+/* The driver's records of the child: problems found (printed, counted). */
+static size_t atomic_check(const struct expect *e, pid_t pid, char *why,
+			   size_t whylen)
+{
+	size_t nmi = 0, irq = 0, other = 0, bad = 0, all = 0;
+	char line[1024];
+	FILE *f;
+
+	udt_cmd("disarm");
+	f = fopen(UDT_DIR "/unwinds", "r");
+	if (!f) {
+		snprintf(why, whylen, "%s/unwinds: %s", UDT_DIR, strerror(errno));
+		return 1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long ip, ips[DC_MAX_IPS + 1];
+		unsigned int tid, cpu, in_nmi, in_irq, cs, nr;
+		int ret, pos = 0, k;
+		char ctx;
+		bool ok;
+
+		if (sscanf(line, "U %u %u %c %u %u %d %x %llx %u%n", &tid, &cpu,
+			   &ctx, &in_nmi, &in_irq, &ret, &cs, &ip, &nr, &pos) < 9) {
+			if (bad++ < 5)
+				ksft_print_msg("  malformed: %s", line);
+			continue;
+		}
+		if (tid != (unsigned int)pid)
+			continue;
+		all++;
+		for (k = 0; k < (int)nr && k <= DC_MAX_IPS; k++) {
+			int used = 0;
+
+			if (sscanf(line + pos, " %llx%n", &ips[k], &used) < 1)
+				break;
+			pos += used;
+		}
+		if (ret || k != (int)(nr < DC_MAX_IPS + 1 ? nr : DC_MAX_IPS + 1) ||
+		    (ctx == 'N') != !!in_nmi || !in_irq) {
+			if (bad++ < 5)
+				ksft_print_msg("  wrong record: %s", line);
+			continue;
+		}
+		for (uint32_t j = 0; j < nr; j++)
+			if (ips[j] >= USER_LIMIT && bad++ < 5)
+				ksft_print_msg("  not a user address: %s", line);
+		if (cs != LDT_SEL(0)) {
+			other++;
+			continue;
+		}
+		/* In the LDT code segment: ip is an offset in it. */
+		ok = nr == e->n + 1 && ips[0] == ip + LDT_CS_BASE - e->ip_delta;
+		for (uint32_t j = 1; ok && j < nr; j++)
+			ok = ips[j] == e->ips[j - 1];
+		if (!ok) {
+			if (bad++ < 5)
+				ksft_print_msg("  wrong walk (expected [%#llx + %#lx - %#llx, %#llx ...]): %s",
+					       ip, LDT_CS_BASE,
+					       (unsigned long long)e->ip_delta,
+					       (unsigned long long)e->ips[0], line);
+			continue;
+		}
+		if (in_nmi)
+			nmi++;
+		else
+			irq++;
+	}
+	fclose(f);
+	ksft_print_msg("ldt_atomic: %zu unwind_user() calls on the child, %zu in the LDT code segment from NMI, %zu from hardirq, %zu elsewhere (flat segments), %zu problems\n",
+		       all, nmi, irq, other, bad);
+	if (nmi < ATOMIC_MIN || irq < ATOMIC_MIN) {
+		snprintf(why, whylen, "%zu calls from NMI and %zu from hardirq in the LDT segment, %d of each needed",
+			 nmi, irq, ATOMIC_MIN);
+		bad++;
+	}
+	return bad;
+}
 #endif
 
 static const struct hcase cases[] = {
@@ -1007,6 +1131,8 @@ static const struct hcase cases[] = {
 #ifndef __x86_64__
 	{ "ldt_segments", "loop in LDT code and stack segments with non-zero bases: exactly [ret, ra1 + base, ra2 + base] (Rust), [ret - base, decoy ra] (upstream)",
 	  setup_ldt, run_ldt },
+	{ "ldt_atomic", "the same, and unwind_user() from NMI and hardirq on it: the same walks, no sleep, no lock",
+	  setup_ldt, run_ldt, ATOMIC_UNWIND },
 #endif
 };
 
@@ -1130,6 +1256,13 @@ static pid_t run_case(const struct hcase *c, struct hl_args *a,
 		err = -errno;
 		goto out;
 	}
+#ifndef __x86_64__
+	if (c->arg == ATOMIC_UNWIND) {
+		err = atomic_arm(pid);
+		if (err)
+			goto out;
+	}
+#endif
 	ctl->go = 1;
 	start = now_ms();
 	*stops = 0;
@@ -1346,6 +1479,13 @@ static void test_case(const struct hcase *c)
 			bad++;
 		}
 	}
+#ifndef __x86_64__
+	if (c->arg == ATOMIC_UNWIND && atomic_check(&e, pid, why, sizeof(why))) {
+		if (why[0])
+			ksft_print_msg("  %s\n", why);
+		bad++;
+	}
+#endif
 	if (e.every_record && (in_loop != UPROBE_CALLS || log.nr_samples != UPROBE_CALLS)) {
 		ksft_print_msg("  %d calls of the probed function: %zu samples and %zu records of them\n",
 			       UPROBE_CALLS, log.nr_samples, in_loop);
