@@ -67,64 +67,25 @@ fn halves<'a>(info: Info<'a>) -> (&'a Atomic<u32>, &'a Atomic<u32>) {
     }
 }
 
-/// The task's cookie as it stands (0: none in this entry): `rule::read`,
-/// in one load of the whole `unwind_info.id` where that is one aligned
-/// word holding the halves in the cookie's format (`cnt` above `cpu + 1`:
-/// 64-bit little-endian), as C's `get_cookie()` does.
-#[inline(always)]
-fn read_made(info: Info<'_>) -> u64 {
-    #[cfg(all(target_pointer_width = "64", target_endian = "little"))]
-    {
-        let id = info.id();
-        // SAFETY: `id` points into the `unwind_info` of a task alive for
-        // the borrow (type invariant of `Info`); `id.id` is the aligned
-        // `u64` the two halves of `halves()` overlay.  It is only loaded
-        // here, while the halves are written (by the claim, on the same
-        // CPU, interrupts off) through theirs: a mixed-size access, as
-        // C's `get_cookie()` makes it; an aligned 64-bit load is
-        // single-copy atomic on 64-bit kernels, so it sees each half as
-        // one of its values, never a torn one (the kernel memory model,
-        // not the language's, is the contract, as for every kernel
-        // atomic).
-        let id = unsafe { Atomic::from_ptr(&raw mut (*id).id) }.load(Relaxed);
-        // Made iff its `cpu` half (CPU + 1) is set, as in `rule::read`.
-        if id as u32 != 0 {
-            id
-        } else {
-            0
-        }
-    }
-    #[cfg(not(all(target_pointer_width = "64", target_endian = "little")))]
-    {
-        let (cpu, cnt) = halves(info);
-        rule::read(cpu, cnt)
-    }
-}
-
 /// The current entry's cookie of the current task, made if it has none.
 pub(crate) fn get(current: CurrentInfo<'_>, irq_off: &LocalInterruptDisabled) -> u64 {
     get_for(current.info(), irq_off)
 }
 
-/// [`get`] on any `unwind_task_info` that only this context uses.
+/// [`get`] on any `unwind_task_info` that only this context uses:
+/// `rule::get` itself, the function loom checks on the host.
 fn get_for(info: Info<'_>, irq_off: &LocalInterruptDisabled) -> u64 {
-    // The common case, a cookie already made in this entry, without
-    // looking at the CPU (the first step of `rule::get`).
-    let made = read_made(info);
-    if made != 0 {
-        return made;
-    }
     let (cpu, cnt) = halves(info);
-    // Interrupts are off: the CPU cannot change while `ctr` is used.
-    let ctr = CTX_CTR.this_cpu(irq_off);
-    // `rule::get` with its first step done above and its last in one load.
-    rule::claim(cpu, cnt, ctr, CpuId::current().as_u32());
-    read_made(info)
+    // Interrupts are off: the CPU cannot change while its counter is used.
+    rule::get(cpu, cnt, || {
+        (CTX_CTR.this_cpu(irq_off), CpuId::current().as_u32())
+    })
 }
 
 /// The task's cookie as it stands (0: none in this entry).
 pub(crate) fn read(current: CurrentInfo<'_>) -> u64 {
-    read_made(current.info())
+    let (cpu, cnt) = halves(current.info());
+    rule::read(cpu, cnt)
 }
 
 #[cfg(CONFIG_UNWIND_USER_RUST_KUNIT_TEST)]
@@ -141,7 +102,6 @@ mod tests {
         let info = unsafe { Info::from_raw(&mut ti) };
         let (cpu, cnt) = halves(info);
         assert_eq!(rule::read(cpu, cnt), 0);
-        assert_eq!(read_made(info), 0);
         let (c1, again, c2, this) = with_irqs_disabled(|irq| {
             let c1 = get_for(info, irq);
             let again = get_for(info, irq);
@@ -158,8 +118,6 @@ mod tests {
         // Same entry: same cookie.
         assert_eq!(again, c1);
         assert_eq!(rule::count(c2), rule::next_count(rule::count(c1)));
-        // The one-load read gives what the halves give.
-        assert_eq!(read_made(info), c2);
-        assert_eq!(read_made(info), rule::read(cpu, cnt));
+        assert_eq!(rule::read(cpu, cnt), c2);
     }
 }

@@ -50,7 +50,7 @@ fn cookie_get_claims_once_per_entry() {
     let ctr = C(AtomicU32::new(0));
     // No cookie before the first request of the entry.
     assert_eq!(cookie::read(&cpu, &cnt), 0);
-    let c1 = cookie::get(&cpu, &cnt, &ctr, 3);
+    let c1 = cookie::get(&cpu, &cnt, || (&ctr, 3));
     assert_eq!(c1, cookie::compose(3, 3));
     assert_eq!(cookie::cpu(c1), Some(3));
     assert_eq!(cookie::count(c1), cookie::next_count(0));
@@ -58,25 +58,36 @@ fn cookie_get_claims_once_per_entry() {
     // CPU plus one and the count.
     assert_eq!(ctr.load(), 3);
     assert_eq!((cpu.load(), cnt.load()), (4, 3));
-    // Same entry: same cookie, the counter is not touched again (even if
-    // the caller names another CPU: the cookie is the entry's).
-    assert_eq!(cookie::get(&cpu, &cnt, &ctr, 3), c1);
-    assert_eq!(cookie::get(&cpu, &cnt, &ctr, 0), c1);
+    // Same entry: same cookie, the counter is not touched again (nor is
+    // the CPU asked for: the cookie is the entry's).
+    assert_eq!(cookie::get(&cpu, &cnt, || (&ctr, 3)), c1);
+    assert_eq!(
+        cookie::get(&cpu, &cnt, || -> (&C, u32) {
+            panic!("the CPU asked for again")
+        }),
+        c1
+    );
     assert_eq!(cookie::read(&cpu, &cnt), c1);
     assert_eq!(ctr.load(), 3);
     // Next entry (unwind_reset_info() zeroes the id): the next count.
     cpu.store(0);
     cnt.store(0);
-    let c2 = cookie::get(&cpu, &cnt, &ctr, 3);
+    let c2 = cookie::get(&cpu, &cnt, || (&ctr, 3));
     assert_eq!(c2, cookie::compose(3, 5));
     assert_eq!(ctr.load(), 5);
     // Another task on the same CPU: the count after that.
     let (cpu2, cnt2) = task_id();
-    assert_eq!(cookie::get(&cpu2, &cnt2, &ctr, 3), cookie::compose(3, 7));
+    assert_eq!(
+        cookie::get(&cpu2, &cnt2, || (&ctr, 3)),
+        cookie::compose(3, 7)
+    );
     // Another CPU's counter is independent.
     let (cpu3, cnt3) = task_id();
     let ctr1 = C(AtomicU32::new(0));
-    assert_eq!(cookie::get(&cpu3, &cnt3, &ctr1, 1), cookie::compose(1, 3));
+    assert_eq!(
+        cookie::get(&cpu3, &cnt3, || (&ctr1, 1)),
+        cookie::compose(1, 3)
+    );
     assert_eq!(ctr.load(), 7);
 }
 
@@ -88,13 +99,13 @@ fn cookie_get_adopts_a_claimed_count() {
     let (cpu, cnt) = task_id();
     let ctr = C(AtomicU32::new(9));
     cnt.store(9);
-    assert_eq!(cookie::get(&cpu, &cnt, &ctr, 2), cookie::compose(2, 9));
+    assert_eq!(cookie::get(&cpu, &cnt, || (&ctr, 2)), cookie::compose(2, 9));
     assert_eq!(ctr.load(), 9);
     // The same with a counter that another claim moved on meanwhile.
     let (cpu, cnt) = task_id();
     cnt.store(9);
     let ctr = C(AtomicU32::new(11));
-    assert_eq!(cookie::get(&cpu, &cnt, &ctr, 2), cookie::compose(2, 9));
+    assert_eq!(cookie::get(&cpu, &cnt, || (&ctr, 2)), cookie::compose(2, 9));
     assert_eq!(ctr.load(), 11);
 }
 
@@ -102,7 +113,7 @@ fn cookie_get_adopts_a_claimed_count() {
 fn cookie_counter_wraps_to_an_odd_count() {
     let (cpu, cnt) = task_id();
     let ctr = C(AtomicU32::new(u32::MAX));
-    let c = cookie::get(&cpu, &cnt, &ctr, 0);
+    let c = cookie::get(&cpu, &cnt, || (&ctr, 0));
     assert_eq!(c, cookie::compose(0, 1));
     assert_ne!(c, 0);
     assert_eq!(ctr.load(), 1);

@@ -98,7 +98,7 @@ enum Rule {
 
 fn get(rule: Rule, t: &TaskId, ctr: &C) -> u64 {
     match rule {
-        Rule::Real => cookie::get(&t.cpu, &t.cnt, ctr, CPU),
+        Rule::Real => cookie::get(&t.cpu, &t.cnt, || (ctr, CPU)),
         Rule::LoadStore => {
             if t.cpu.load() != 0 {
                 return cookie::read(&t.cpu, &t.cnt);

@@ -49,6 +49,23 @@ pub trait Cell32 {
     fn cmpxchg(&self, old: u32, new: u32) -> bool;
 }
 
+/// A borrowed cell is a cell (a CPU's counter, as [`get`]'s `this_cpu`
+/// hands it out).
+impl<T: Cell32 + ?Sized> Cell32 for &T {
+    #[inline]
+    fn load(&self) -> u32 {
+        (**self).load()
+    }
+    #[inline]
+    fn store(&self, v: u32) {
+        (**self).store(v)
+    }
+    #[inline]
+    fn cmpxchg(&self, old: u32, new: u32) -> bool {
+        (**self).cmpxchg(old, new)
+    }
+}
+
 /// The task's cookie as it stands: 0 if it has none in this kernel entry.
 #[inline]
 pub fn read(cpu: &impl Cell32, cnt: &impl Cell32) -> u64 {
@@ -59,8 +76,9 @@ pub fn read(cpu: &impl Cell32, cnt: &impl Cell32) -> u64 {
 }
 
 /// The cookie of the task's current kernel entry (`cpu`, `cnt`: the halves
-/// of its `unwind_task_id`), made from `ctr`, the counter of CPU
-/// `this_cpu`, if the task has none yet.
+/// of its `unwind_task_id`), made if the task has none yet from the counter
+/// and number of the CPU it runs on, which `this_cpu` gives (asked for only
+/// then: the common case, a cookie made earlier in the entry, is two loads).
 ///
 /// Called on the task's own CPU by the task or by an interrupt or NMI that
 /// hit it, with interrupts disabled, so only an NMI can run between two
@@ -71,20 +89,25 @@ pub fn read(cpu: &impl Cell32, cnt: &impl Cell32) -> u64 {
 /// NMI that hit after the IRQ's claim but before its counter update)
 /// adopts the claimed count.  Both then store the same CPU, so every
 /// caller of one entry gets one cookie, and no two entries on a CPU get
-/// the same count (until the 31-bit count wraps).
-pub fn get(cpu: &impl Cell32, cnt: &impl Cell32, ctr: &impl Cell32, this_cpu: u32) -> u64 {
+/// the same count (until the 31-bit count wraps).  The kernel runs this
+/// function as it is; the host model-checks it with loom.
+#[inline]
+pub fn get<C: Cell32>(
+    cpu: &impl Cell32,
+    cnt: &impl Cell32,
+    this_cpu: impl FnOnce() -> (C, u32),
+) -> u64 {
     if cpu.load() == 0 {
-        claim(cpu, cnt, ctr, this_cpu);
+        let (ctr, this) = this_cpu();
+        claim(cpu, cnt, &ctr, this);
     }
     read(cpu, cnt)
 }
 
 /// The making step of [`get`], for a task whose `cpu` half was found 0:
 /// claim a count or adopt the one claimed in between, then store the CPU.
-/// The cookie is then [`read`] (or the whole `unwind_task_id` loaded at
-/// once, where the two halves are one aligned word).
 #[inline]
-pub fn claim(cpu: &impl Cell32, cnt: &impl Cell32, ctr: &impl Cell32, this_cpu: u32) {
+fn claim(cpu: &impl Cell32, cnt: &impl Cell32, ctr: &impl Cell32, this_cpu: u32) {
     let new = next_count(ctr.load());
     if cnt.cmpxchg(0, new) {
         ctr.store(new);
