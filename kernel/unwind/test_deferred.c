@@ -31,7 +31,8 @@
  * debugfs: unwind_deferred_test/
  *   ctl        commands, one per write (see udt_ctl_write())
  *   requests   one line per request:
- *              "R tid cpu ctx user label slot gen rep ret cookie"
+ *              "R tid cpu ctx user label slot gen rep ret cookie nmi hardirq"
+ *              (nmi, hardirq: in_nmi() and in_hardirq() at the request)
  *   callbacks  one line per callback:
  *              "C tid cpu slot gen flags cookie nr ip..."
  *   tracers    one line per registered tracer: "T slot gen bit"
@@ -101,7 +102,7 @@ struct udt_req {
 	u64	cookie;
 	u32	tid, label, gen;
 	int	ret;
-	u8	ctx, user, slot, rep, cpu, valid;
+	u8	ctx, user, slot, rep, cpu, nmi, hardirq, valid;
 };
 
 struct udt_cb {
@@ -202,6 +203,8 @@ static void udt_log_req(int ctx, bool user, u32 label, struct udt_tracer *t,
 	r->slot = t->slot;
 	r->rep = rep;
 	r->cpu = raw_smp_processor_id();
+	r->nmi = !!in_nmi();
+	r->hardirq = !!in_hardirq();
 	/* Publish the record: pairs with the reader's smp_load_acquire(). */
 	smp_store_release(&r->valid, 1);
 }
@@ -590,6 +593,25 @@ static void udt_spin(unsigned int us, bool requests)
 		atomic_inc(&stats.irqs_off_after_request);
 }
 
+/*
+ * The target thread, in a system call: one round of task-context requests,
+ * then asleep for @ms.  Its task_work runs only when the call returns, so
+ * its requests stay queued meanwhile, and sleeping lets a cancel's grace
+ * periods end (a busy "spin" holds them off on non-preemptible RCU).
+ */
+static void udt_nap(unsigned int ms)
+{
+	WRITE_ONCE(udt.spin_label, udt_new_label(UDT_LABEL_SPIN));
+	WRITE_ONCE(udt.spin_task, current);
+	atomic_inc(&stats.spins);
+	rcu_read_lock();
+	udt_requests(UDT_TASK, false, udt_spin_label());
+	rcu_read_unlock();
+	atomic_inc(&stats.req_task);
+	msleep(ms);
+	WRITE_ONCE(udt.spin_task, NULL);
+}
+
 static void udt_reset(void)
 {
 	struct udt_tracer *t, *tmp;
@@ -625,6 +647,8 @@ static void udt_reset(void)
  *   request                  the writer requests for every tracer in MASK
  *   spin US [REQ]            the writer busy-waits US µs in the kernel,
  *                            making task-context requests if REQ is 1
+ *   nap MS                   the writer requests for every tracer in MASK,
+ *                            then sleeps MS ms in the kernel
  *   delay US                 callbacks sleep US µs
  *   chain FROM TO            FROM's callback requests TO (-1: off)
  *   reset                    disarm, clear logs and counters
@@ -653,6 +677,12 @@ static ssize_t udt_ctl_write(struct file *file, const char __user *ubuf,
 		if (n < 2 || a1 > 10 * USEC_PER_SEC)
 			return -EINVAL;
 		udt_spin(a1, n > 2 && a2);
+		return count;
+	}
+	if (!strcmp(cmd, "nap")) {
+		if (n < 2 || a1 > 10 * MSEC_PER_SEC)
+			return -EINVAL;
+		udt_nap(a1);
 		return count;
 	}
 	if (!strcmp(cmd, "request")) {
@@ -727,9 +757,9 @@ static int udt_req_show(struct seq_file *m, void *v)
 
 	/* Pairs with udt_log_req()'s smp_store_release(). */
 	if (smp_load_acquire(&r->valid))
-		seq_printf(m, "R %u %u %c %u %#x %u %u %u %d %#llx\n", r->tid,
-			   r->cpu, r->ctx, r->user, r->label, r->slot, r->gen,
-			   r->rep, r->ret, r->cookie);
+		seq_printf(m, "R %u %u %c %u %#x %u %u %u %d %#llx %u %u\n",
+			   r->tid, r->cpu, r->ctx, r->user, r->label, r->slot,
+			   r->gen, r->rep, r->ret, r->cookie, r->nmi, r->hardirq);
 	return 0;
 }
 

@@ -24,7 +24,13 @@
  *     gets the same cookie and trace, once, and no callback runs twice;
  *  5. cancel racing requests, pending task_work and running (sleeping)
  *     callbacks, with the freed bits reused at once: no callback after its
- *     cancel returned, no call of a work for a request it did not make.
+ *     cancel returned, no call of a work for a request it did not make;
+ *     and a cancel while a request of its work is queued (made in a long
+ *     system call): that request is never called back.
+ *
+ * Every request's context is the kernel's own word (in_nmi() and
+ * in_hardirq(), logged by the driver), checked against where the driver
+ * made it, and each test requires the contexts it is about.
  *
  * Entries are named independently of the cookie under test: the driver
  * labels each "spin" system call, each timer interrupt from user mode
@@ -57,7 +63,7 @@
 enum { L_NONE, L_SPIN, L_IRQ, L_NMI };
 
 struct req {
-	uint32_t tid, cpu, user, label, slot, gen, rep;
+	uint32_t tid, cpu, user, label, slot, gen, rep, nmi, hardirq;
 	int ret;
 	char ctx;
 	uint64_t cookie;
@@ -71,7 +77,7 @@ struct cb {
 
 static struct req *reqs;
 static struct cb *cbs;
-static size_t nr_req, nr_cb;
+static size_t nr_req, nr_cb, malformed;
 static int ctl = -1;
 static bool is_rust;
 static int bit_of_slot[64];
@@ -162,16 +168,21 @@ static void read_logs(void)
 	FILE *f = open_file("requests");
 	char line[1024];
 
-	nr_req = nr_cb = 0;
-	while (f && fgets(line, sizeof(line), f) && nr_req < MAX_REQ) {
+	nr_req = nr_cb = malformed = 0;
+	if (!f)
+		ksft_exit_fail_msg("%s/requests: %s\n", DIR, strerror(errno));
+	while (fgets(line, sizeof(line), f) && nr_req < MAX_REQ) {
 		struct req *r = &reqs[nr_req];
 		unsigned long long c;
 
-		if (sscanf(line, "R %u %u %c %u %x %u %u %u %d %llx", &r->tid,
-			   &r->cpu, &r->ctx, &r->user, &r->label, &r->slot,
-			   &r->gen, &r->rep, &r->ret, &c) == 10) {
+		if (sscanf(line, "R %u %u %c %u %x %u %u %u %d %llx %u %u",
+			   &r->tid, &r->cpu, &r->ctx, &r->user, &r->label,
+			   &r->slot, &r->gen, &r->rep, &r->ret, &c, &r->nmi,
+			   &r->hardirq) == 12) {
 			r->cookie = c;
 			nr_req++;
+		} else if (malformed++ < 3) {
+			ksft_print_msg("malformed request line: %s", line);
 		}
 	}
 	if (f)
@@ -234,16 +245,21 @@ __attribute__((noinline)) void user_phase(unsigned int iters)
 	NO_TAIL();
 }
 
-/* A system call in which the kernel busy-waits: requests hit it there. */
-__attribute__((noinline)) void spin_leaf(const char *buf)
+/*
+ * A system call in which the kernel busy-waits: requests hit it there.
+ * Written to the thread's own open file of ctl: writes to one open file
+ * are serialised (f_pos_lock), so a spin on the main thread's file would
+ * hold off its cancels until the spin ends.
+ */
+__attribute__((noinline)) void spin_leaf(int fd, const char *buf)
 {
 	DC_KEEP_FRAME();
-	dc_syscall3(__NR_write, ctl, (long)buf, strlen(buf));
+	dc_syscall3(__NR_write, fd, (long)buf, strlen(buf));
 }
 
-__attribute__((noinline)) void kernel_phase(const char *buf)
+__attribute__((noinline)) void kernel_phase(int fd, const char *buf)
 {
-	spin_leaf(buf);
+	spin_leaf(fd, buf);
 	NO_TAIL();
 }
 
@@ -262,6 +278,7 @@ static const char *const spin_chain[] = {
 struct target_arg {
 	unsigned int ms;	/* CPU time to run */
 	const char *spin;	/* the "spin" command */
+	int fd;			/* its own open file of ctl */
 	volatile int tid;
 	volatile int go, done, release;
 };
@@ -273,7 +290,7 @@ __attribute__((noinline)) void target_loop(struct target_arg *a)
 
 	do {
 		user_phase(200000);
-		kernel_phase(a->spin);
+		kernel_phase(a->fd, a->spin);
 	} while (thread_cpu_ms() < end);
 	NO_TAIL();
 }
@@ -282,6 +299,9 @@ static void *target_main(void *p)
 {
 	struct target_arg *a = p;
 
+	a->fd = open(DIR "/ctl", O_WRONLY);
+	if (a->fd < 0)
+		ksft_exit_fail_msg("%s: %s\n", DIR "/ctl", strerror(errno));
 	a->tid = gettid();
 	while (!a->go)
 		;
@@ -290,6 +310,8 @@ static void *target_main(void *p)
 	/* Exit (where requests fail: PF_EXITING) only once disarmed. */
 	while (!a->release)
 		;
+	/* Closing a ctl file disarms the driver: it is disarmed already. */
+	close(a->fd);
 	return NULL;
 }
 
@@ -427,6 +449,10 @@ struct verdict {
 	size_t missing, dup, unrequested, bad_flags, kernel_addr;
 	size_t trace_differs, bad_order, user_exact, user_bad, user_elsewhere, spin_exact;
 	size_t spin_bad, cookies, after_cancel_cb;
+	/* Requests by the context the kernel said it was in (in_nmi(),
+	 * in_hardirq()); a request whose context disagrees with where the
+	 * driver made it (ctx). */
+	size_t in_nmi, in_irq, in_task, ctx_wrong;
 	size_t max_nmi_per_entry;	/* NMI requests with one cookie */
 };
 
@@ -486,6 +512,15 @@ static void check_run(uint32_t tid, struct verdict *v,
 			v->bad_rep++;
 		if (!r->cookie)
 			v->zero_cookie++;
+		/* An NMI counts as a hardirq too (nmi_enter()). */
+		if (r->nmi && r->hardirq && r->ctx == 'N')
+			v->in_nmi++;
+		else if (!r->nmi && r->hardirq && r->ctx == 'I')
+			v->in_irq++;
+		else if (!r->nmi && !r->hardirq && (r->ctx == 'T' || r->ctx == 'W'))
+			v->in_task++;
+		else
+			v->ctx_wrong++;
 		n++;
 	}
 	for (i = 0; i < nr_cb; i++)
@@ -641,14 +676,16 @@ static void print_verdict(const char *what, const struct verdict *v)
 		       "label split %zu, label shared %zu, missing %zu, dup %zu, "
 		       "unrequested %zu, bad ctx %zu, kernel addr %zu, "
 		       "trace differs %zu, order %zu, after cancel %zu; stacks: "
-		       "user exact %zu (%zu of them in libc or the vDSO) bad %zu, syscall exact %zu bad %zu\n",
+		       "user exact %zu (%zu of them in libc or the vDSO) bad %zu, syscall exact %zu bad %zu; "
+		       "requests in_nmi() %zu, in_hardirq() alone %zu, task %zu, context wrong %zu, malformed lines %zu\n",
 		       what, nr_req, nr_cb, v->cookies, v->c_ret_bit,
 		       v->bad_ret, v->bad_rep,
 		       v->zero_cookie, v->label_split, v->label_shared,
 		       v->missing, v->dup, v->unrequested, v->bad_flags,
 		       v->kernel_addr, v->trace_differs, v->bad_order,
 		       v->after_cancel_cb, v->user_exact, v->user_elsewhere,
-		       v->user_bad, v->spin_exact, v->spin_bad);
+		       v->user_bad, v->spin_exact, v->spin_bad, v->in_nmi,
+		       v->in_irq, v->in_task, v->ctx_wrong, malformed);
 }
 
 static bool verdict_clean(const struct verdict *v)
@@ -657,7 +694,8 @@ static bool verdict_clean(const struct verdict *v)
 	       !v->label_split && !v->label_shared && !v->missing &&
 	       !v->dup && !v->unrequested && !v->bad_flags &&
 	       !v->kernel_addr && !v->trace_differs && !v->bad_order &&
-	       !v->after_cancel_cb && !v->user_bad && !v->spin_bad;
+	       !v->after_cancel_cb && !v->user_bad && !v->spin_bad &&
+	       !v->ctx_wrong && !malformed;
 }
 
 static bool stats_clean(void)
@@ -771,11 +809,15 @@ static void stop_target(struct target_arg *a, pthread_t *th)
 
 static void run_target(unsigned int ms, unsigned int period_us,
 		       unsigned int spin_us, bool spin_requests,
-		       struct target_arg *a, pthread_t *th, bool wait)
+		       struct target_arg *a, pthread_t *th, bool wait,
+		       const char *kernel_cmd)
 {
 	static char spin[64];
 
-	snprintf(spin, sizeof(spin), "spin %u %d", spin_us, spin_requests);
+	if (kernel_cmd)
+		snprintf(spin, sizeof(spin), "%s", kernel_cmd);
+	else
+		snprintf(spin, sizeof(spin), "spin %u %d", spin_us, spin_requests);
 	memset(a, 0, sizeof(*a));
 	a->ms = ms;
 	a->spin = spin;
@@ -805,7 +847,7 @@ static void test_nmi(const char *name, unsigned int ms, unsigned int period,
 		return;
 	}
 	read_tracers();
-	run_target(ms, period, spin_us, spin_requests, &a, &th, true);
+	run_target(ms, period, spin_us, spin_requests, &a, &th, true, NULL);
 	read_logs();
 	check_run(a.tid, &v, always);
 	print_verdict(name, &v);
@@ -823,7 +865,8 @@ static void test_nmi(const char *name, unsigned int ms, unsigned int period,
 	ok = stats_clean() && verdict_clean(&v);
 	/* A run that reached no context, or checked no stack, proves nothing. */
 	if ((need_user && (nmi_user < 1 || !v.user_exact)) || nmi_kernel < 1 ||
-	    irq < 1 || stat_of("req_nmi_timer") < 1 ||
+	    irq < 1 || !v.in_nmi || !v.in_irq ||
+	    (spin_requests && !v.in_task) || stat_of("req_nmi_timer") < 1 ||
 	    stat_of("req_nmi_spin") < 1 || (spin_requests && task < 1) ||
 	    !v.spin_exact || (!need_user && v.max_nmi_per_entry < 10)) {
 		ksft_print_msg("%s: a context or a stack kind was not reached\n",
@@ -894,6 +937,64 @@ static bool not_cancelled(uint32_t slot __attribute__((unused)), uint32_t gen)
 	return true;
 }
 
+/*
+ * The window cancel exists for, reached on purpose: a request queued (it
+ * returned 0) whose registration is cancelled before the task_work runs.
+ * In the race above that window is rare: a cancel's grace periods do not
+ * end while the thread busy-waits in the kernel (non-preemptible RCU), so
+ * they outlast its system calls.  Here the thread requests for every
+ * tracer from task context and then sleeps 500 ms in the same system call
+ * ("nap"); meanwhile slot 0 is cancelled (and registered again).  That
+ * request must never be called back, the others must be, and nothing else
+ * may go wrong (the same verdict as the race).  Returns the number of such
+ * requests (1 when all is well), or -1 if the phase went wrong.
+ */
+static int cancel_queued(void)
+{
+	struct target_arg a;
+	struct verdict v;
+	uint32_t old_gen;
+	pthread_t th;
+	int found = 0;
+
+	if (setup_tracers())
+		return -1;
+	cmd("delay 0");
+	read_tracers();
+	old_gen = gen_of_slot[0];
+	nr_cancelled = 0;
+	cancelled_gens[nr_cancelled++] = old_gen;
+	/* One user phase, then one nap: 1 ms of CPU ends the loop. */
+	run_target(1, 200, 0, false, &a, &th, false, "nap 500");
+	while (stat_of("req_task") < 1 && !a.done)
+		usleep(1000);
+	if (cmd("cancel 0") || cmd("register 0")) {
+		stop_target(&a, &th);
+		return -1;
+	}
+	stop_target(&a, &th);
+	read_tracers();
+	read_logs();
+	check_run(a.tid, &v, not_cancelled);
+	print_verdict("cancel while queued", &v);
+	for (size_t i = 0; i < nr_req; i++) {
+		const struct req *r = &reqs[i];
+		bool called = false;
+
+		if (r->tid != (uint32_t)a.tid || r->gen != old_gen || r->ret ||
+		    LABEL_KIND(r->label) != L_SPIN)
+			continue;
+		for (size_t j = 0; j < nr_cb && !called; j++)
+			called = cbs[j].gen == old_gen && cbs[j].cookie == r->cookie;
+		found += !called;
+	}
+	ksft_print_msg("cancel while queued: %d requests of the cancelled registration queued in the nap and never called back\n",
+		       found);
+	if (!verdict_clean(&v) || !stats_clean() || !v.spin_exact)
+		return -1;
+	return found;
+}
+
 static void test_cancel_race(void)
 {
 	static const int slots[] = { 0, 1, 2, 38, 39 };
@@ -901,6 +1002,7 @@ static void test_cancel_race(void)
 	struct verdict v;
 	pthread_t th;
 	int cycles = 0, errs = 0, n = 0, err = 0, cancelled_calls = 0;
+	int queued_cancelled;
 	bool ok;
 
 	if (setup_tracers()) {
@@ -909,7 +1011,7 @@ static void test_cancel_race(void)
 	}
 	cmd("delay 300");	/* callbacks sleep: cancel waits for them */
 	nr_cancelled = 0;
-	run_target(3000, 200, 3000, false, &a, &th, false);
+	run_target(3000, 200, 3000, false, &a, &th, false, NULL);
 	while (!a.done && nr_cancelled < 512) {
 		int s = slots[cycles % 5];
 
@@ -948,12 +1050,16 @@ static void test_cancel_race(void)
 	ksft_print_msg("cancel race: %d callbacks of registrations cancelled later\n",
 		       cancelled_calls);
 	ok = stat_of("req_irq") > 0 && stat_of("req_nmi_user") > 0 &&
+	     v.in_nmi && v.in_irq && !v.ctx_wrong && !malformed &&
 	     cancelled_calls > 0 && !v.trace_differs &&
 	     stats_clean() && !errs && cycles > 10 && v.unrequested == 0 &&
 	     !v.after_cancel_cb && !v.dup && !v.missing && !v.bad_ret &&
 	     !v.bad_rep && !v.zero_cookie && !v.label_split &&
 	     !v.label_shared && !v.bad_flags && !v.kernel_addr &&
 	     !v.user_bad && !v.spin_bad;
+	queued_cancelled = cancel_queued();
+	if (queued_cancelled != 1)
+		ok = false;
 	/* Everything is given back. */
 	cancel_all();
 	for (int s = 0; s < 64 && !err; s++) {
