@@ -19,6 +19,8 @@ py_tests test_compare_real.py host-compare-real \
 	"compare-real.py (real programs, table walk vs DWARF)"
 py_tests test_stack_depth.py host-stack-depth \
 	"stack-depth.py (worst stack of the unwinder's paths)"
+py_tests test_bench_tables.py host-bench-tables \
+	"bench_tables.py (the benchmark tables of the README and docs)"
 
 # The unwinder's kernel-independent rules (src/logic), on the host.
 cd "$TOP"
