@@ -69,7 +69,7 @@ KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred \
 	unwind_rust_tables
 # What `make check` must have produced results for (a missing one fails).
 CHECK_RESULTS := host-guestlog host-compare host-compare-real host-stack-depth \
-	host-bench-tables host-cargo-test \
+	host-bench-tables host-bench-docs host-cargo-test \
 	host-loom host-oracle c-test rust-test rust-debug-test symbols differential real-programs
 # make check-full adds the upstream fix series on the C kernel (make
 # upstream-fixes) and the upstream-C debug kernel.
