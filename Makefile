@@ -11,6 +11,8 @@
 #                tool) in QEMU on each
 #   make bench   micro-benchmarks, Rust vs upstream C, under QEMU -icount
 #                (after make check: reuses its perf and initramfs)
+#   make bench-docs  the latest make bench run into docs/ and the README's
+#                and docs/benchmarks.md's generated tables
 #   make upstream-fixes  the upstream fix series (patches/upstream/) on the
 #                C kernel: it applies, passes checkpatch, builds, and the
 #                reproducers of the upstream bugs pass (in make check-full)
@@ -66,14 +68,15 @@ KUNIT_SUITES := example rust_doctests_kernel
 KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred \
 	unwind_rust_tables
 # What `make check` must have produced results for (a missing one fails).
-CHECK_RESULTS := host-guestlog host-compare host-compare-real host-stack-depth host-cargo-test \
+CHECK_RESULTS := host-guestlog host-compare host-compare-real host-stack-depth \
+	host-bench-tables host-bench-docs host-cargo-test \
 	host-loom host-oracle c-test rust-test rust-debug-test symbols differential real-programs
 # make check-full adds the upstream fix series on the C kernel (make
 # upstream-fixes) and the upstream-C debug kernel.
 CHECK_FULL_RESULTS := $(CHECK_RESULTS) upstream-series c-fixed-test c-fixed-excuses \
 	c-debug-test
 
-.PHONY: all demo check check-full bench kernel-c-debug kernel-rust-debug \
+.PHONY: all demo check check-full bench bench-docs kernel-c-debug kernel-rust-debug \
 	guest-test-c-debug guest-test-rust-debug setup source overlay kernel-c kernel-rust perf \
 	initramfs guest-test-c guest-test-rust guest-demo symbols differential \
 	real-programs host-test host-oracle diff clean distclean timings upstream-fixes \
@@ -181,6 +184,12 @@ bench: initramfs
 	@mkdir -p $(BUILD) && rm -f $(BUILD)/stages.txt
 	@$(S) bench scripts/bench.sh
 	@$(MAKE) -s timings
+
+# The latest make bench run into docs/ (bench.json, bench.csv, the charts)
+# and the README's and docs/benchmarks.md's generated tables; nothing is
+# copied if the run lacks a table's figures.
+bench-docs:
+	@python3 scripts/bench_tables.py --publish $(BUILD)/bench
 
 # Tests that need no kernel.  The gimli oracle skips perf and the vDSOs
 # here (UNWIND_ORACLE_BUILT=0): they are not built yet on a fresh clone.

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """Turn the serial logs of `make bench` into a table, CSV, JSON and a chart.
 
-    bench.py DIR [--kernel-version TEXT]
+    bench.py DIR [--kernel-version TEXT] [--commit REV] [--date TEXT]
 
 DIR holds <kernel>-<mode>-<rep>.log (kernel c|rust, mode icount|tcg), each
 with "BENCH ws=W depth=D <result line>" lines from deferred_bench.  For
@@ -24,16 +24,28 @@ kernel, the program's CPU time (its task_work's deferred walks included)
 over its unprofiled time, tables on over off, the cost per sample, the
 bytes per sample and the compiled rows' bytes; ratios per boot, then
 median [min-max].
+
+bench.json's meta names the run: its date (the newest log's time unless
+--date), the commit its kernels were built from (--commit, which
+bench.sh takes before building them; else git's HEAD now) and the kernel
+source version.  The Markdown tables of the README and docs/benchmarks.md
+are generated from it by bench_tables.py: DIR/bench-tables.md here, the
+README and docs by `make bench-docs` (bench_tables.py --publish DIR).
+The charts need matplotlib (Debian's python3-matplotlib); without it
+they are skipped, with a warning.
 """
 import argparse
-import csv
 import datetime
 import glob
 import json
 import os
 import re
 import statistics
+import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_tables  # noqa: E402  (the tables and the CSV, shared)
 
 LINE = re.compile(r'BENCH ws=(\d+) depth=(\d+) (\w+) (.*)$')
 
@@ -107,14 +119,16 @@ def memory_and_scale_of(log):
     memory: kernel memory per task that used deferred unwinding: the Slab
     growth when N live threads each had their first deferred unwind, over
     N (the cache; the task_struct fields are there whether used or not).
-    cancel: the best of the repetitions in the run at each thread count
-    (grace periods vary with where in a tick a cancel starts) and their
-    spread, the growth per extra thread from 100 to 1,000 and from 1,000
-    to 10,000, and what is left at 0 threads on the second line: the grace
-    periods and fixed work.
+    cancel: every cancel of the run at each thread count, a list (grace
+    periods vary with where in a tick a cancel starts: the median and
+    range over all of them are reported, not the best); the growth per
+    extra thread from 100 to 1,000 and from 1,000 to 10,000 threads
+    between this run's medians, and what is left at 0 threads on the
+    second line: the grace periods and fixed work.
     """
     out = {}
     cancels = {}    # size -> [(threads, ns)]
+    cached = {}     # threads with a cache -> [ns]
     with open(log, errors='replace') as f:
         for raw in f:
             m = LINE.search(raw)
@@ -145,22 +159,20 @@ def memory_and_scale_of(log):
             elif kind == 'cancel':
                 t = kv['threads']
                 if 'cached' in kv:
-                    # The best of the memory rounds.
-                    name = 'cancel, %d threads with a cache each' % kv['cached']
-                    out[name] = (min(kv['ns'], out.get(name, (kv['ns'],))[0]), 'ns')
+                    # One per memory round.
+                    cached.setdefault(kv['cached'], []).append(kv['ns'])
                     continue
                 size = max([s for s in CANCEL_SIZES if t >= s] or [CANCEL_SIZES[0]])
                 cancels.setdefault(size, []).append((t, kv['ns']))
-    best = {}
+    for n, v in sorted(cached.items()):
+        out['cancel, %d threads with a cache each' % n] = (v, 'ns')
+    med = {}
     for size, v in sorted(cancels.items()):
-        best[size] = min(v, key=lambda x: x[1])
-        out['cancel, about %d threads' % size] = (best[size][1], 'ns')
-    for size, v in sorted(cancels.items()):
-        out['cancel, about %d threads: spread of %d repetitions' % (size, len(v))] = \
-            (max(x[1] for x in v) - best[size][1], 'ns')
+        out['cancel, about %d threads' % size] = ([ns for _, ns in v], 'ns')
+        med[size] = (statistics.median(t for t, _ in v), statistics.median(ns for _, ns in v))
     for lo, hi in ((100, 1000), (1000, 10000)):
-        if lo in best and hi in best:
-            (t1, ns1), (t2, ns2) = best[lo], best[hi]
+        if lo in med and hi in med:
+            (t1, ns1), (t2, ns2) = med[lo], med[hi]
             per = (ns2 - ns1) / (t2 - t1)
             out['cancel: growth per extra thread, %s to %s' % (f'{lo:,}', f'{hi:,}')] = \
                 (per, 'ns')
@@ -171,34 +183,35 @@ def memory_and_scale_of(log):
 
 def scale_note(rows):
     """What the cancel figures show, kernel by kernel: work per thread, or
-    grace periods.  The growth per thread is taken as resolved when both
-    intervals (100 to 1,000 and 1,000 to 10,000 threads) show a positive
-    one and they agree within a factor of 2."""
+    grace periods.  Medians over every cancel; the growth per thread (the
+    median of the runs' own) is taken as resolved when both intervals (100
+    to 1,000 and 1,000 to 10,000 threads) show a positive one and they
+    agree within a factor of 2."""
     by = {r['metric']: r for r in rows}
-    best = [by.get('cancel, about %d threads' % n) for n in (100, 1000, 10000)]
+    med = [by.get('cancel, about %d threads' % n) for n in (100, 1000, 10000)]
     shown = [r for r in (by.get('cancel, about %d threads' % n) for n in CANCEL_SIZES) if r]
     s1 = by.get('cancel: growth per extra thread, 100 to 1,000')
     s2 = by.get('cancel: growth per extra thread, 1,000 to 10,000')
     fixed = by.get('cancel: fixed part (that line at 0 threads)')
-    if not all(best) or not (s1 and s2 and fixed):
+    if not all(med) or not (s1 and s2 and fixed):
         print('cancel against 100, 1,000 and 10,000 threads: absent')
         return
     for kernel, label in (('c', 'C'), ('rust', 'Rust')):
         k = kernel + '_median'
-        if not all(k in r for r in best + [s1, s2, fixed]):
+        if not all(k in r for r in med + [s1, s2, fixed]):
             continue
         a, b = s1[k], s2[k]
         at = '%s us at %s threads' % (
             ' / '.join('%.0f' % (r[k] / 1000) for r in shown if k in r),
             ' / '.join(r['metric'].split()[2] for r in shown if k in r))
         if a > 0 and b > 0 and max(a, b) / min(a, b) <= 2:
-            share = 100 * (best[2][k] - fixed[k]) / best[2][k]
-            print('%s: cancel takes %s: %.1f and %.1f ns'
+            share = 100 * (med[2][k] - fixed[k]) / med[2][k]
+            print('%s: cancel takes (median) %s: %.1f and %.1f ns'
                   ' more per thread (100 to 1,000, 1,000 to 10,000), on top of a fixed'
                   ' %.0f us (grace period); at 10,000 threads the walk over them is %.0f%%'
                   ' of it' % (label, at, a, b, fixed[k] / 1000, share))
         else:
-            print('%s: cancel takes %s: the growth per'
+            print('%s: cancel takes (median) %s: the growth per'
                   ' thread (%.1f, then %.1f ns) is not consistent, the cost is its grace'
                   ' periods; the walk over the threads is smaller than their variation'
                   % (label, at, a, b))
@@ -216,26 +229,40 @@ def memory_and_scale(runs):
     # and cancel against threads with caches.
     def group(name):
         return (0.5 if 'after exit' in name else 0 if name.startswith('memory') else
-                1 if name.startswith('cancel, about') and 'spread' not in name else
-                2 if 'spread' in name else 3 if name.startswith('cancel:') else 4)
+                1 if name.startswith('cancel, about') else
+                3 if name.startswith('cancel:') else 4)
     names.sort(key=group)
+
+    def values(kernel, mode, name):
+        """Every repetition's value: one a run, or a run's list (cancel)."""
+        out = []
+        for ms in runs.get((kernel, mode), []):
+            if name in ms:
+                v = ms[name][0]
+                out += v if isinstance(v, list) else [v]
+        return out
+
     rows = []
     for name in names:
         row = {'metric': name}
         for kernel in ('c', 'rust'):
-            vals = [ms[name] for ms in runs.get((kernel, 'icount'), []) if name in ms]
+            vals = values(kernel, 'icount', name)
             if vals:
-                row['unit'] = vals[0][1]
-                vals = [v[0] for v in vals]
+                row['unit'] = next(ms[name][1] for ms in runs[(kernel, 'icount')]
+                                   if name in ms)
                 row[kernel + '_median'] = statistics.median(vals)
                 row[kernel + '_min'] = min(vals)
                 row[kernel + '_max'] = max(vals)
                 row[kernel + '_n'] = len(vals)
-            tcg = [ms[name][0] for ms in runs.get((kernel, 'tcg'), []) if name in ms]
+            tcg = values(kernel, 'tcg', name)
             row[kernel + '_tcg'] = statistics.median(tcg) if tcg else None
+            if len(tcg) > 1:
+                # The plain-TCG boot's repetitions (cancel): their range.
+                row[kernel + '_tcg_min'] = min(tcg)
+                row[kernel + '_tcg_max'] = max(tcg)
+                row[kernel + '_tcg_n'] = len(tcg)
         if row.get('c_median') and row.get('rust_median') is not None and \
-                not name.startswith('cancel:') and 'after exit' not in name and \
-                'spread' not in name:
+                not name.startswith('cancel:') and 'after exit' not in name:
             row['ratio'] = row['rust_median'] / row['c_median']
         rows.append(row)
     if not rows:
@@ -494,8 +521,9 @@ def e2e_chart(rows, out_dir, meta):
         ax.legend(fontsize=7, loc='upper center', bbox_to_anchor=(0.5, -0.08), ncol=4)
     fig.suptitle('End to end, perf record -e cpu-clock, 150-frame stack: sysN = syscall-bound, '
                  '~N samples per kernel entry at 4 kHz; cpuNk = CPU-bound at N kHz\n'
-                 '%s, %s, medians of %d icount runs' % (meta['kernel'], meta['date'],
-                                                        meta['icount repetitions']),
+                 '%s, commit %s, %s, medians of %d icount runs'
+                 % (meta['kernel'], meta['commit'] or '?', meta['date'],
+                    meta['icount repetitions']),
                  fontsize=9)
     fig.tight_layout()
     for ext in ('svg', 'png'):
@@ -591,10 +619,34 @@ def real_print(rows):
         print('%-40s %26s %26s' % (r['metric'], fmt(r, 'c'), fmt(r, 'rust')))
 
 
+def git_commit():
+    """HEAD of this repository, '-dirty' if tracked files differ ('' if
+    there is no git)."""
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        rev = subprocess.run(['git', '-C', top, 'rev-parse', '--short=7', 'HEAD'],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(['git', '-C', top, 'diff', '--quiet', 'HEAD', '--'],
+                               capture_output=True).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return ''
+    return rev + ('-dirty' if dirty else '')
+
+
+def run_date(logs):
+    """The run's date: the time its last log was written, UTC."""
+    t = max(os.path.getmtime(p) for p in logs)
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('dir')
     ap.add_argument('--kernel-version', default='')
+    ap.add_argument('--commit', default=None,
+                    help="the commit the kernels were built from (default: git's HEAD now)")
+    ap.add_argument('--date', default=None,
+                    help="the run's date (default: the newest log's time, UTC)")
     a = ap.parse_args()
 
     runs = {}   # (kernel, mode) -> [metrics dict]
@@ -632,8 +684,10 @@ def main():
             row['ratio'] = row['rust_median'] / row['c_median']
         rows.append(row)
 
+    logs = glob.glob(os.path.join(a.dir, '*-*-*.log'))
     meta = {
-        'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+        'date': a.date or run_date(logs),
+        'commit': git_commit() if a.commit is None else a.commit,
         'kernel': a.kernel_version,
         'icount repetitions': len(runs[('c', 'icount')]),
         'timing': 'QEMU -icount shift=0,sleep=off: guest ns count guest instructions',
@@ -642,8 +696,9 @@ def main():
     def fmt(v):
         return '-' if v is None else ('%.0f' % v if v >= 100 else '%.1f' % v)
 
-    print('Deferred unwinding micro-benchmarks, Rust vs upstream C (%s; %s; %d icount runs each)'
-          % (meta['kernel'], meta['date'], meta['icount repetitions']))
+    print('Deferred unwinding micro-benchmarks, Rust vs upstream C (%s; commit %s; %s;'
+          ' %d icount runs each)' % (meta['kernel'], meta['commit'] or '?', meta['date'],
+                                     meta['icount repetitions']))
     hdr = '%-48s %20s %20s %7s %9s %9s' % ('metric (ns)', 'C median [min-max]',
                                              'Rust median [min-max]', 'Rust/C',
                                              'C tcg', 'Rust tcg')
@@ -664,18 +719,29 @@ def main():
 
     rows += memory_and_scale(mem_runs)
 
-    cols = ['metric', 'unit', 'c_median', 'c_min', 'c_max', 'rust_median', 'rust_min',
-            'rust_max', 'ratio', 'c_tcg', 'rust_tcg']
+    data = {'meta': meta, 'rows': rows, 'end_to_end': e2e_table, 'real_programs': real_table}
     with open(os.path.join(a.dir, 'bench.csv'), 'w', newline='') as f:
-        w = csv.DictWriter(f, fieldnames=cols, extrasaction='ignore')
-        w.writeheader()
-        for r in rows + e2e_table + real_table:
-            w.writerow(r)
+        f.write(bench_tables.csv_text(data))
     with open(os.path.join(a.dir, 'bench.json'), 'w') as f:
-        json.dump({'meta': meta, 'rows': rows, 'end_to_end': e2e_table,
-                   'real_programs': real_table}, f, indent=1)
+        json.dump(data, f, indent=1)
+    # The README's and docs' tables of this run, for review before they
+    # are published (make bench-docs); a partial run (BENCH_E2E=0...)
+    # lacks some.
+    try:
+        md = bench_tables.render_all(data)
+    except bench_tables.TableError as e:
+        md = None
+        print('\nwarning: no Markdown tables: %s' % e, file=sys.stderr)
+    if md is not None:
+        with open(os.path.join(a.dir, 'bench-tables.md'), 'w') as f:
+            f.write(md)
 
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print('\nwarning: no matplotlib (python3-matplotlib): charts skipped', file=sys.stderr)
+        print('\n%s/bench.{csv,json}%s' % (a.dir, ', bench-tables.md' if md else ''))
+        return
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     # The chart: per-frame walk costs (per walk is the same ratio), the
@@ -701,13 +767,14 @@ def main():
     ax.invert_yaxis()
     ax.set_xlabel('Rust / upstream C, median of %d icount runs (bars: Rust min-max)'
                   % meta['icount repetitions'])
-    ax.set_title('Deferred user unwinding: Rust vs C, %s, %s' % (meta['kernel'], meta['date']),
-                 fontsize=9)
+    ax.set_title('Deferred user unwinding: Rust vs C\n%s, commit %s, %s'
+                 % (meta['kernel'], meta['commit'] or '?', meta['date']), fontsize=9)
     fig.tight_layout()
     for ext in ('svg', 'png'):
         fig.savefig(os.path.join(a.dir, 'bench.' + ext))
     e2e_chart(e2e_table, a.dir, meta)
-    print('\n%s/bench.{csv,json,svg,png}%s' % (a.dir, ', bench-e2e.{svg,png}' if e2e_table else ''))
+    print('\n%s/bench.{csv,json,svg,png}%s%s' % (
+        a.dir, ', bench-e2e.{svg,png}' if e2e_table else '', ', bench-tables.md' if md else ''))
 
 
 if __name__ == '__main__':

@@ -16,8 +16,10 @@
 # cost (perf_bench_real.sh: Debian perl, gzip, bzip2, grep unprofiled,
 # with fp,defer and the unwind tables off and on, and with dwarf);
 # BENCH_REAL=0 skips it.
-# scripts/bench.py turns the logs into a table (terminal), CSV, JSON and a
-# chart under $BUILD/bench/.
+# scripts/bench.py turns the logs into a table (terminal), CSV, JSON, the
+# README's and docs' Markdown tables (bench-tables.md) and charts under
+# $BUILD/bench/.  No tracked file changes: `make bench-docs` publishes the
+# run into docs/ and the README (scripts/bench_tables.py --publish).
 . "$(dirname "$0")/lib.sh"
 
 REPS=${BENCH_REPS:-5}
@@ -30,6 +32,11 @@ SECTIONS="guest deferred_bench deferred_bench_32"
 OUT=$BUILD/bench
 mkdir -p "$OUT"
 rm -f "$OUT"/*.log
+
+# The commit the kernels are built from, taken before they are (the tree
+# may move on during the run); -dirty if tracked files differ from it.
+COMMIT=$(git -C "$TOP" rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
+git -C "$TOP" diff --quiet HEAD -- 2>/dev/null || COMMIT=$COMMIT-dirty
 
 "$TOP/scripts/build-kernel.sh" c-bench
 "$TOP/scripts/build-kernel.sh" rust-bench
@@ -57,4 +64,7 @@ run rust tcg 1
 
 # Debian's python3, whose python3-matplotlib setup.sh installs (another
 # python3 may come first in PATH).
-/usr/bin/python3 "$TOP/scripts/bench.py" "$OUT" --kernel-version "$(cat "$BUILD/source-version.txt" 2>/dev/null | head -1)"
+/usr/bin/python3 "$TOP/scripts/bench.py" "$OUT" --commit "$COMMIT" \
+	--kernel-version "$(cat "$BUILD/source-version.txt" 2>/dev/null | head -1)"
+echo "bench: to publish this run (docs/bench.{json,csv,svg}, docs/bench-e2e.svg and the"
+echo "  tables of README.md and docs/benchmarks.md): make bench-docs"

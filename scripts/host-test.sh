@@ -19,6 +19,14 @@ py_tests test_compare_real.py host-compare-real \
 	"compare-real.py (real programs, table walk vs DWARF)"
 py_tests test_stack_depth.py host-stack-depth \
 	"stack-depth.py (worst stack of the unwinder's paths)"
+py_tests test_bench_tables.py host-bench-tables \
+	"bench_tables.py (the benchmark tables of the README and docs)"
+# The README's and docs/benchmarks.md's benchmark tables are generated
+# from docs/bench.json: a hand edit, a missing marker or table, a missing
+# docs/bench.json or a docs/bench.csv of another run fails (with a diff).
+python3 "$TOP/scripts/bench_tables.py" --check ||
+	die "benchmark tables: README.md or docs/ differ from docs/bench.json (see above)"
+echo "1 0 host-bench-docs" >"$BUILD/results/host-bench-docs.txt"
 
 # The unwinder's kernel-independent rules (src/logic), on the host.
 cd "$TOP"
