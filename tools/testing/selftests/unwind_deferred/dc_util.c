@@ -746,6 +746,34 @@ int dc_check_leaf_record(const struct dc_deferred *d, const char *leaf,
 	return dc_stack_is(d->ips, d->nr, want, nwant, &where);
 }
 
+/*
+ * TASK_SIZE_MAX of this kernel: 5-level paging is on iff a page can be
+ * mapped above the 47-bit user space (only at an explicit address there).
+ * A compat build cannot ask; its records are checked against 4 GiB anyway.
+ */
+uint64_t dc_user_max(void)
+{
+	static uint64_t max;
+
+	if (!max) {
+		max = DC_USER_MAX_4LEVEL;
+#ifdef __x86_64__
+		void *hint = (void *)(1UL << 52);
+		void *p = mmap(hint, 4096, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+			       -1, 0);
+
+		if (p == hint) {
+			max = DC_USER_MAX_5LEVEL;
+			munmap(p, 4096);
+		} else if (p != MAP_FAILED) {
+			munmap(p, 4096);
+		}
+#endif
+	}
+	return max;
+}
+
 const char *dc_variant(void)
 {
 	static char variant[32];

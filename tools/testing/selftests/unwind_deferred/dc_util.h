@@ -18,8 +18,15 @@
 			 PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN)
 #define DC_MAX_IPS	512
 
-/* Highest user address on x86_64 (TASK_SIZE_MAX with 4-level paging). */
-#define DC_USER_MAX	0x00007ffffffff000ULL
+/*
+ * The end of user space on x86_64, TASK_SIZE_MAX: with 4-level paging
+ * 0x00007ffffffff000, with 5-level 0x00fffffffffff000; probed at run time
+ * (dc_user_max()), so that no check hard-codes the paging mode.
+ */
+#define DC_USER_MAX_4LEVEL	0x00007ffffffff000ULL
+#define DC_USER_MAX_5LEVEL	0x00fffffffffff000ULL
+#define DC_USER_MAX	dc_user_max()
+uint64_t dc_user_max(void);
 
 /* What CONFIG_UNWIND_USER_RUST_POISON fills a new unwind cache with. */
 #define DC_CACHE_POISON	0x6b6b6b6b6b6b6b6bULL

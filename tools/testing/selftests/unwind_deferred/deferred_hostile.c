@@ -87,7 +87,7 @@ typedef unsigned long word;	/* a user word: 8 bytes, 4 for compat */
 #define W			sizeof(word)
 
 #ifdef __x86_64__
-#define USER_LIMIT	0x00007ffffffff000ULL	/* TASK_SIZE_MAX */
+#define USER_LIMIT	DC_USER_MAX	/* TASK_SIZE_MAX, 4- or 5-level paging */
 #define KERNEL_MIN	0xffff800000000000ULL
 /* Addresses that are no user address. */
 #define BAD_KERNEL	0xffffffff81000000UL
@@ -1537,8 +1537,9 @@ int main(void)
 	ksft_print_header();
 	ksft_set_plan(ARRAY_SIZE(cases));
 	rust_kernel = detect_rust(&how);
-	ksft_print_msg("%s kernel (%s), %s build\n", rust_kernel ? "Rust" : "upstream C",
-		       how, W == 8 ? "64-bit" : "compat");
+	ksft_print_msg("%s kernel (%s), %s build, user addresses below %#llx\n",
+		       rust_kernel ? "Rust" : "upstream C", how,
+		       W == 8 ? "64-bit" : "compat", (unsigned long long)USER_LIMIT);
 	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE,
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	read_buf = mmap(NULL, READ_SIZE, PROT_READ | PROT_WRITE,
