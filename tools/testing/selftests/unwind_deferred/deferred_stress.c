@@ -687,7 +687,7 @@ struct cand {
 	uint64_t open_done, close_start;
 	uint64_t next_time, next_cookie;	/* the tid's next sample of another entry */
 	int next_ring;
-	char ctx[96];
+	char ctx[128];
 };
 
 static struct cand *cands;
@@ -1186,8 +1186,9 @@ static void third_close(struct third *t)
 	int mode = (t->n >> 1) % 3;
 
 	/*
-	 * Closed enabled, nothing is read after this drain: the session is
-	 * no longer whole from its start.  Disabled first, from the disable.
+	 * close_start: closed enabled, nothing is read after this drain, so
+	 * the close begins before it; disabled first, before the disable
+	 * (everything written until then is read by the drain after it).
 	 */
 	if (mode != 0)
 		t->close_start = mono_ns();
@@ -1239,9 +1240,10 @@ static void third_close(struct third *t)
 	third_n = t->n;
 	third_cpu_wide = t->cpu_wide;
 	analyze(&t->S, CHILD, true, &f);
-	if (t->S.lost_records)
-		ksft_print_msg("third session %d lost %llu records\n", t->n,
-			       (unsigned long long)t->S.lost);
+	if (t->S.lost)
+		ksft_print_msg("third session %d lost %llu records (%llu PERF_RECORD_LOST)\n",
+			       t->n, (unsigned long long)t->S.lost,
+			       (unsigned long long)t->S.lost_records);
 	t->lost += t->S.lost;
 	t->with_samples[t->cpu_wide] += f.samples > 0;
 	add_fig(&t->f, &f);
