@@ -107,6 +107,35 @@ static void get_pid_tid(struct cur *c, uint32_t *pid, uint32_t *tid)
 	*tid = (uint32_t)(v >> 32);
 }
 
+/* The log's memory of ring @ring (NULL for a negative id). */
+static struct dc_ring_pos *ring_pos(struct dc_log *log, int ring)
+{
+	if (ring < 0)
+		return NULL;
+	if (ring >= log->nr_ring_pos) {
+		int n = ring + 1 > 2 * log->nr_ring_pos ? ring + 1 : 2 * log->nr_ring_pos;
+
+		log->ring_pos = realloc(log->ring_pos, n * sizeof(*log->ring_pos));
+		if (!log->ring_pos) {
+			perror("realloc");
+			exit(2);
+		}
+		memset(log->ring_pos + log->nr_ring_pos, 0,
+		       (n - log->nr_ring_pos) * sizeof(*log->ring_pos));
+		log->nr_ring_pos = n;
+	}
+	return &log->ring_pos[ring];
+}
+
+/* An item with a time was parsed from @ring: the next lost record's @after. */
+static void ring_saw(struct dc_log *log, int ring, uint64_t time)
+{
+	struct dc_ring_pos *rp = ring_pos(log, ring);
+
+	if (rp && time)
+		rp->last_time = time;
+}
+
 static void parse_sample(struct cur *c, struct dc_log *log, int ring)
 {
 	struct dc_sample *s;
@@ -116,6 +145,7 @@ static void parse_sample(struct cur *c, struct dc_log *log, int ring)
 	s = &log->samples[log->nr_samples];
 	memset(s, 0, sizeof(*s));
 	s->ring = ring;
+	s->seq = ++log->seq;
 	s->ip = get64(c);
 	get_pid_tid(c, &s->pid, &s->tid);
 	s->time = get64(c);
@@ -139,6 +169,7 @@ static void parse_sample(struct cur *c, struct dc_log *log, int ring)
 		if (s->nr_kernel < DC_MAX_IPS)
 			s->kernel[s->nr_kernel++] = ip;
 	}
+	ring_saw(log, ring, s->time);
 	log->nr_samples++;
 }
 
@@ -154,6 +185,7 @@ static void parse_deferred(struct cur *c, struct dc_log *log, int ring,
 	d = &log->deferred[log->nr_deferred];
 	memset(d, 0, sizeof(*d));
 	d->ring = ring;
+	d->seq = ++log->seq;
 	d->misc = misc;
 	d->cookie = get64(c);
 	nr = get64(c);
@@ -185,7 +217,39 @@ static void parse_deferred(struct cur *c, struct dc_log *log, int ring,
 		log->malformed++;
 		return;
 	}
+	ring_saw(log, ring, d->time);
 	log->nr_deferred++;
+}
+
+static void parse_lost(struct cur *c, struct dc_log *log, int ring)
+{
+	struct dc_ring_pos *rp = ring_pos(log, ring);
+	struct dc_lost *l;
+
+	GROW(log->losts, log->nr_losts, log->cap_losts);
+	l = &log->losts[log->nr_losts];
+	memset(l, 0, sizeof(*l));
+	l->ring = ring;
+	l->seq = ++log->seq;
+	l->after = rp ? rp->last_time : 0;
+	get64(c);	/* id */
+	l->lost = get64(c);
+	/* sample_id_all trailer: the next record's TID, TIME */
+	if (dc_sample_id_all) {
+		get_pid_tid(c, &l->pid, &l->tid);
+		l->time = get64(c);
+	}
+	/* Counted even if malformed: the kernel did drop records. */
+	log->lost += l->lost;
+	log->lost_records++;
+	if (rp)
+		rp->lost += l->lost;
+	if (c->bad || c->p != c->end) {
+		log->malformed++;
+		l->time = 0;	/* unknown: no end to its span */
+	}
+	ring_saw(log, ring, l->time);
+	log->nr_losts++;
 }
 
 size_t dc_ring_drain(struct dc_ring *r, struct dc_log *log)
@@ -227,9 +291,7 @@ size_t dc_ring_drain(struct dc_ring *r, struct dc_log *log)
 			parse_deferred(&c, log, r->id, hdr.misc);
 			break;
 		case PERF_RECORD_LOST:
-			get64(&c);	/* id */
-			log->lost += get64(&c);
-			log->lost_records++;
+			parse_lost(&c, log, r->id);
 			break;
 		default:
 			log->other++;
@@ -303,7 +365,78 @@ void dc_log_free(struct dc_log *log)
 {
 	free(log->samples);
 	free(log->deferred);
+	free(log->losts);
+	free(log->ring_pos);
 	memset(log, 0, sizeof(*log));
+}
+
+long long dc_ring_read_lost(struct dc_ring *r, struct dc_log *log)
+{
+	struct dc_ring_pos *rp = ring_pos(log, r->id);
+	uint64_t v[2];	/* read_format PERF_FORMAT_LOST: value, lost */
+	struct dc_lost *l;
+
+	if (read(r->fd, v, sizeof(v)) != sizeof(v))
+		return -EIO;
+	if (!rp || v[1] <= rp->lost)
+		return v[1];
+	GROW(log->losts, log->nr_losts, log->cap_losts);
+	l = &log->losts[log->nr_losts++];
+	memset(l, 0, sizeof(*l));
+	l->ring = r->id;
+	l->seq = ++log->seq;
+	l->lost = v[1] - rp->lost;
+	l->after = rp->last_time;
+	l->pending = true;
+	log->lost += l->lost;
+	rp->lost = v[1];
+	return v[1];
+}
+
+const struct dc_lost *dc_lost_in_window(const struct dc_log *log, uint64_t lo,
+					uint64_t hi)
+{
+	for (size_t i = 0; i < log->nr_losts; i++) {
+		const struct dc_lost *l = &log->losts[i];
+		uint64_t from = l->after > DC_TIME_SLACK_NS ? l->after - DC_TIME_SLACK_NS : 0;
+		uint64_t to = l->pending || !l->time ? UINT64_MAX : l->time + DC_TIME_SLACK_NS;
+
+		/* (from, to) meets (lo, hi) */
+		if (from < hi && lo < to)
+			return l;
+	}
+	return NULL;
+}
+
+const struct dc_lost *dc_orphan_evidence(const struct dc_log *log, uint32_t pid,
+					 uint32_t tid, uint64_t cookie,
+					 uint64_t time, uint64_t *lo, uint64_t *hi)
+{
+	*lo = 0;
+	*hi = UINT64_MAX;
+	for (size_t i = 0; i < log->nr_samples; i++) {
+		const struct dc_sample *s = &log->samples[i];
+
+		if (s->pid == pid && s->tid == tid && s->ends_deferred)
+			dc_window_narrow(lo, hi, cookie, time, s->cookie, s->time);
+	}
+	for (size_t i = 0; i < log->nr_deferred; i++) {
+		const struct dc_deferred *d = &log->deferred[i];
+
+		if (d->pid == pid && d->tid == tid)
+			dc_window_narrow(lo, hi, cookie, time, d->cookie, d->time);
+	}
+	return dc_lost_in_window(log, *lo, *hi);
+}
+
+void dc_print_lost(const char *what, const struct dc_lost *l)
+{
+	printf("# %s: %s %llu lost in ring %d, dropped after %llu%s, %s %llu (pid %u tid %u)\n",
+	       what, l->pending ? "pending (never reported):" : "PERF_RECORD_LOST",
+	       (unsigned long long)l->lost, l->ring,
+	       (unsigned long long)l->after, l->after ? "" : " (none before it)",
+	       l->pending ? "no end" : "written at", (unsigned long long)l->time,
+	       l->pid, l->tid);
 }
 
 /* ---- symbols ---- */

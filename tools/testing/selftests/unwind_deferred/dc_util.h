@@ -40,6 +40,7 @@ struct dc_sample {
 	uint32_t nr_kernel;
 	uint64_t kernel[DC_MAX_IPS];
 	int ring;		/* which ring buffer it came from */
+	uint64_t seq;		/* its position in the log: see struct dc_log */
 };
 
 struct dc_deferred {
@@ -50,6 +51,33 @@ struct dc_deferred {
 	uint64_t ips[DC_MAX_IPS];
 	int ring;
 	int matched;		/* number of samples carrying its cookie */
+	uint64_t seq;		/* its position in the log: see struct dc_log */
+};
+
+/*
+ * A PERF_RECORD_LOST: the kernel dropped @lost records of its ring (it had
+ * no room) and wrote this before the next record that fitted, with that
+ * record's sample_id trailer (@pid, @tid, @time).  So the drops happened
+ * after the ring's item before it (its time in @after, 0 if it is the
+ * ring's first in the log) and before this one was written.  A pending
+ * one was never written: the event counted drops (PERF_FORMAT_LOST) that
+ * no record reported, because nothing was written to the ring after them
+ * (dc_ring_read_lost()); they follow the ring's last item.
+ */
+struct dc_lost {
+	uint64_t seq;		/* its position in the log */
+	uint64_t lost;
+	uint64_t time;		/* 0: no sample_id_all, or pending */
+	uint64_t after;		/* time of the ring's item before it, 0: none */
+	uint32_t pid, tid;
+	int ring;
+	bool pending;
+};
+
+/* What dc_ring_drain() remembers of a ring between drains. */
+struct dc_ring_pos {
+	uint64_t last_time;	/* time of its last item with one, 0: none */
+	uint64_t lost;		/* sum of its lost records' counts */
 };
 
 struct dc_log {
@@ -61,6 +89,20 @@ struct dc_log {
 	uint64_t lost_records;	/* number of PERF_RECORD_LOST records */
 	uint64_t other;		/* records of other types */
 	uint64_t malformed;	/* records that did not parse */
+	/*
+	 * Every PERF_RECORD_LOST, and the pending drops dc_ring_read_lost()
+	 * found.  @seq numbers the samples, deferred records and lost
+	 * records in the order they were parsed: dc_ring_drain() reads one
+	 * ring from its tail to its head, so the items of one ring have
+	 * increasing numbers in that ring's order; numbers of different
+	 * rings say nothing about their order (dc_rings_poll_drain() and the
+	 * tests drain the rings one after the other).
+	 */
+	struct dc_lost *losts;
+	size_t nr_losts, cap_losts;
+	uint64_t seq;
+	struct dc_ring_pos *ring_pos;	/* by ring id */
+	int nr_ring_pos;
 };
 
 struct dc_ring {
@@ -114,6 +156,121 @@ void dc_ring_unmap(struct dc_ring *r);
 size_t dc_ring_drain(struct dc_ring *r, struct dc_log *log);
 
 void dc_log_free(struct dc_log *log);
+
+/*
+ * The drops @r's event counted but no PERF_RECORD_LOST in @log reported
+ * yet: read its count (the event's read_format must be exactly
+ * PERF_FORMAT_LOST) and, if it exceeds the sum of the ring's lost records
+ * in @log, add a pending struct dc_lost for the rest, after the ring's
+ * last item.  Call it after the last dc_ring_drain() of @r (disabled, or
+ * nothing written to it any more).  Returns the count, or -errno.
+ */
+long long dc_ring_read_lost(struct dc_ring *r, struct dc_log *log);
+
+/* ---- orphans: which lost record explains one ---- */
+
+/*
+ * The rule for excusing an orphan (a sample whose deferred record never
+ * arrived, or a deferred record none of whose samples arrived) of thread
+ * T, entry cookie C, by a lost record.
+ *
+ * Where the missing item was due: a deferred record is written by the
+ * task_work when T's kernel entry returns to user space; a sample is taken
+ * during the entry, possibly after the task_work (a sample after its
+ * record).  Either way within the entry, which began after every item of
+ * T that belongs to an earlier entry (a sample or record of T with another
+ * non-zero cookie) and ended before every item of T of a later entry.  So
+ * the missing item's time is in the open window (lo, hi): lo the latest
+ * time of T's items of other entries before the orphan, hi the earliest
+ * after it (0 and UINT64_MAX: none in the log).  dc_window_narrow() builds
+ * it item by item; an item at the orphan's own time bounds nothing.
+ *
+ * Which ring: with per-CPU rings (events opened per CPU, as perf record
+ * and deferred_lost, deferred_stress do), a sample goes to the ring of
+ * the CPU it was taken on and the deferred record to the ring of the CPU
+ * the task_work ran on (perf_iterate_sb() writes to the events of the CPU
+ * it runs on, see deferred_cpu.c), and T may migrate in between: the
+ * record's ring is not known, and positions in different rings cannot be
+ * compared.  So the rule compares times (the events must share one clock
+ * across CPUs: use_clockid with CLOCK_MONOTONIC) and takes any ring of
+ * the session, which also holds for a single ring.
+ *
+ * What a lost record covers: the drops it reports happened after the
+ * ring's item before it (@after) and before it was written (@time: it is
+ * written with the next record that fits, and carries that record's
+ * time); a pending one after the ring's last item, with no end.
+ *
+ * The rule: an orphan is explained iff some lost record of the session
+ * (in any of its rings) covers a span that meets (lo, hi), each end of
+ * the span widened by DC_TIME_SLACK_NS.  The slack covers a record or
+ * sample whose time was taken just before an interrupt nested a write to
+ * the same ring (then ring order and time order differ by that nesting).
+ * Anything else is an orphan without evidence, which the tests fail.
+ *
+ * On a single ring written by one task at a time this is the position
+ * rule (a lost record after the last item of an earlier entry and before
+ * the first of a later one), up to the slack; it is deliberately not "a
+ * lost record after the orphan sample": a sample taken after its entry's
+ * task_work ran may itself carry the lost record of its dropped record,
+ * written just before it.
+ */
+#define DC_TIME_SLACK_NS	2000000ULL
+
+/* Narrow the window of the entry (@cookie, at @time) by an item (@c, @t) of T. */
+static inline void dc_window_narrow(uint64_t *lo, uint64_t *hi, uint64_t cookie,
+				    uint64_t time, uint64_t c, uint64_t t)
+{
+	if (!c || c == cookie || !t)
+		return;
+	if (t < time && t > *lo)
+		*lo = t;
+	if (t > time && t < *hi)
+		*hi = t;
+}
+
+/* The first lost record of @log whose span meets (@lo, @hi), or NULL. */
+const struct dc_lost *dc_lost_in_window(const struct dc_log *log, uint64_t lo,
+					uint64_t hi);
+
+/*
+ * For an orphan of @log itself (pid, tid, cookie, time of the orphan
+ * sample or record): its window from @log's samples and records of that
+ * thread (*@lo, *@hi), and the lost record that explains it, or NULL.
+ */
+const struct dc_lost *dc_orphan_evidence(const struct dc_log *log, uint32_t pid,
+					 uint32_t tid, uint64_t cookie,
+					 uint64_t time, uint64_t *lo, uint64_t *hi);
+
+/* Print a lost record (for evidence): ring, time, span, count. */
+void dc_print_lost(const char *what, const struct dc_lost *l);
+
+/*
+ * Sessions opened and closed during a run (deferred_stress's third
+ * sessions, deferred_races case 6) miss the record of an entry whose
+ * task_work ran before their events were enabled on the CPU it ran on, or
+ * after they were disabled there or last read; a sample of such an entry
+ * is an orphan there.  The evidence is the time the record was written,
+ * taken from an event open the whole time with the same clock (a witness:
+ * the callback writes each record to every defer_output event it reaches,
+ * in one pass), against the moments the session was open on every CPU:
+ * @open_done (after the last enable returned) and @close_start (before the
+ * first disable, close, or the last read).  DC_EDGE_CLOSE: written at or
+ * after close_start - DC_TIME_SLACK_NS; DC_EDGE_OPEN: at or before
+ * open_done + DC_TIME_SLACK_NS; DC_EDGE_NONE: while the session was open
+ * on every CPU, so it must have the record (the slack covers the time one
+ * pass of the callback takes from one event to the next).
+ */
+enum { DC_EDGE_NONE, DC_EDGE_OPEN, DC_EDGE_CLOSE };
+
+static inline int dc_edge(uint64_t written, uint64_t open_done,
+			  uint64_t close_start)
+{
+	if (written + DC_TIME_SLACK_NS >= close_start)
+		return DC_EDGE_CLOSE;
+	if (written <= open_done + DC_TIME_SLACK_NS)
+		return DC_EDGE_OPEN;
+	return DC_EDGE_NONE;
+}
 
 /* Symbols of the running binary (/proc/self/exe). */
 int dc_syms_load(void);

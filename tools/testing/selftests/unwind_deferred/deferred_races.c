@@ -73,7 +73,19 @@
  *    in the same entry after the callback ran answers "already done" with
  *    the entry's cookie and queues nothing (unwind_deferred_request():
  *    the work's bit stays set in unwind_mask until unwind_reset_info() at
- *    the return; the same on Rust).  Both are counted and printed.
+ *    the return; the same on Rust).  Each of the two is excused only with
+ *    the evidence of its record's time: a witness, one per-task dummy
+ *    event per worker open through all the sessions (defer_output,
+ *    CLOCK_MONOTONIC; the callback writes each record to every
+ *    defer_output event it reaches, in one pass, so the witness gets
+ *    every record of the worker), must hold the entry's record, written
+ *    at or after the moment the session's close began (the disable, or
+ *    closed enabled the last read) for the last cookie, at or before the
+ *    moment its last enable returned for the first cookie, within
+ *    DC_TIME_SLACK_NS (dc_edge(), dc_util.h).  That is at most one entry
+ *    per worker, session and edge (a pinned worker: one event, enabled
+ *    and disabled at one moment each, which one entry spans).  Both are
+ *    counted and printed; without that evidence the sample fails.
  *    Read records are exactly thread_leaf <- thread_main <- start_thread.
  *
  * A case that saw nothing to check (no samples, no pending unwind at the
@@ -281,6 +293,14 @@ static long now_ms(void)
 	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
 static void open_task_ring(struct dc_ring *r, pid_t pid, uint64_t period, int id)
 {
 	struct perf_event_attr attr;
@@ -296,13 +316,18 @@ static void open_task_ring(struct dc_ring *r, pid_t pid, uint64_t period, int id
 
 static int cpus[MAX_CPUS], nr_cpus;
 
+/* @mono: sample times in CLOCK_MONOTONIC (use_clockid), else perf's clock. */
 static void open_cpu_rings(struct dc_ring *rings, int id0, uint64_t period,
-			   size_t pages)
+			   size_t pages, bool mono)
 {
 	struct perf_event_attr attr;
 
 	dc_attr_init(&attr, period, true);
 	attr.comm = 1;	/* a side-band event on upstream too: see deferred_cpu */
+	if (mono) {
+		attr.use_clockid = 1;
+		attr.clockid = CLOCK_MONOTONIC;
+	}
 	for (int i = 0; i < nr_cpus; i++) {
 		int err = dc_ring_open(&rings[i], &attr, -1, cpus[i], pages, id0 + i);
 
@@ -954,7 +979,7 @@ static __attribute__((noinline)) void exec_races(void)
 	 * rings of 1 MiB overflowed (37,536 records lost in one run), so
 	 * that no record could be checked.  1 kHz into 4 MiB rings.
 	 */
-	open_cpu_rings(&rings[1], 1, EXEC_CPU_PERIOD_NS, EXEC_RING_PAGES);
+	open_cpu_rings(&rings[1], 1, EXEC_CPU_PERIOD_NS, EXEC_RING_PAGES, false);
 	if (write(sh->start_pipe[1], "g", 1) != 1)
 		ksft_exit_fail_msg("start: %s\n", strerror(errno));
 	close(sh->start_pipe[1]);
@@ -1053,11 +1078,67 @@ __attribute__((noinline)) void *thread_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The witness: every record of the workers, as (tid, cookie, time); the
+ * sessions' orphans to judge by it once the workers are done.
+ */
+struct wrec {
+	uint32_t tid;
+	uint64_t cookie, time;
+};
+
+struct orphan6 {
+	struct dc_sample s;
+	int session;
+	unsigned int edges;	/* 1 << DC_EDGE_CLOSE: last cookie, _OPEN: first */
+	uint64_t open_done, close_start;
+};
+
+static struct wrec *wrecs;
+static size_t nr_wrecs, cap_wrecs;
+
+static void witness_drain(struct dc_ring *wit, int n, struct dc_log *tmp)
+{
+	for (int i = 0; i < n; i++)
+		dc_ring_drain(&wit[i], tmp);
+	for (size_t i = 0; i < tmp->nr_deferred; i++) {
+		if (nr_wrecs == cap_wrecs) {
+			cap_wrecs = cap_wrecs ? 2 * cap_wrecs : 4096;
+			wrecs = realloc(wrecs, cap_wrecs * sizeof(*wrecs));
+			if (!wrecs)
+				ksft_exit_fail_msg("out of memory\n");
+		}
+		wrecs[nr_wrecs++] = (struct wrec){ tmp->deferred[i].tid,
+						   tmp->deferred[i].cookie,
+						   tmp->deferred[i].time };
+	}
+	/* Keep the counts (lost, malformed); drop the records themselves. */
+	tmp->nr_deferred = tmp->nr_samples = 0;
+}
+
+/* The witness's record of (@tid, @cookie): how many, the time of one. */
+static size_t witness_find(uint32_t tid, uint64_t cookie, uint64_t *time)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nr_wrecs; i++) {
+		if (wrecs[i].tid == tid && wrecs[i].cookie == cookie) {
+			*time = wrecs[i].time;
+			n++;
+		}
+	}
+	return n;
+}
+
 static __attribute__((noinline)) void session_races(void)
 {
 	static const char *const want[] = { "thread_leaf", DC_THREAD_FRAMES };
 	size_t matched = 0, excused = 0, bad = 0, in_read = 0, stack_bad = 0;
 	size_t empty = 0, samples = 0, excused_mode[2] = { 0 }, early = 0;
+	size_t nr_orphans = 0, cap_orphans = 0, no_evidence = 0;
+	struct orphan6 *orphans = NULL;
+	struct dc_ring wit[MAX_CPUS];
+	struct dc_log wlog = { 0 };
 	struct worker w[MAX_CPUS];
 	volatile int stop = 0;
 	long t0 = now_ms();
@@ -1070,18 +1151,39 @@ static __attribute__((noinline)) void session_races(void)
 	for (int i = 0; i < nr_cpus; i++)
 		while (!w[i].tid)
 			usleep(100);
+	for (int i = 0; i < nr_cpus; i++) {
+		struct perf_event_attr attr;
+		int err;
+
+		/* A dummy event: it never samples, it only gets the records. */
+		dc_attr_init(&attr, CPU_PERIOD_NS, true);
+		attr.config = PERF_COUNT_SW_DUMMY;
+		attr.use_clockid = 1;
+		attr.clockid = CLOCK_MONOTONIC;
+		err = dc_ring_open(&wit[i], &attr, w[i].tid, -1, RING_PAGES, 100 + i);
+		if (err || ioctl(wit[i].fd, PERF_EVENT_IOC_ENABLE, 0))
+			ksft_exit_fail_msg("witness event on tid %d: %s\n", w[i].tid,
+					   strerror(err ? -err : errno));
+	}
 
 	for (int k = 0; k < NR_SESSIONS; k++) {
 		struct dc_ring rings[MAX_CPUS];
 		struct dc_log log = { 0 };
+		uint64_t open_done, close_start;
 		size_t seen = 0;
 		long t1;
 		int where;
 
-		open_cpu_rings(rings, 0, CPU_PERIOD_NS, RING_PAGES);
+		/* CLOCK_MONOTONIC, as the witness and the moments below. */
+		open_cpu_rings(rings, 0, CPU_PERIOD_NS, RING_PAGES, true);
+		open_done = mono_ns();
 		t1 = now_ms();
-		while (now_ms() - t1 < SESSION_MS)
+		while (now_ms() - t1 < SESSION_MS) {
 			dc_rings_poll_drain(rings, nr_cpus, &log, 5);
+			witness_drain(wit, nr_cpus, &wlog);
+		}
+		/* Disabled first: from the disable; closed enabled: the last read. */
+		close_start = mono_ns();
 		if (!(k & 1)) {
 			dc_rings_ioctl(rings, nr_cpus, PERF_EVENT_IOC_DISABLE);
 			dc_rings_poll_drain(rings, nr_cpus, &log, 0);
@@ -1103,6 +1205,7 @@ static __attribute__((noinline)) void session_races(void)
 		for (size_t i = 0; i < log.nr_samples; i++) {
 			struct dc_sample *s = &log.samples[i];
 			bool worker = false;
+			unsigned int edges;
 			long idx, n;
 
 			for (int j = 0; j < nr_cpus; j++)
@@ -1121,24 +1224,31 @@ static __attribute__((noinline)) void session_races(void)
 				}
 				continue;
 			}
-			if (s->cookie && !n && s->cookie == last_cookie(&log, 0, s->tid)) {
-				excused++;
-				excused_mode[k & 1]++;
-				continue;
-			}
 			/*
-			 * The entry's unwind ran (for an earlier session's
-			 * request) before this session was enabled, and the
-			 * sample fell in what was left of its return to user
-			 * space: the request answers "already done" with the
-			 * entry's cookie, and the record was written before
-			 * the session existed.
+			 * The entry still running at the close (the worker's
+			 * last cookie), or one whose unwind ran (for an
+			 * earlier session's request) before this session was
+			 * enabled, the sample in what was left of its return
+			 * to user space (its first cookie): the request
+			 * answers "already done" with the entry's cookie, and
+			 * the record was written before the session existed.
+			 * Judged at the end by the witness's record.
 			 */
+			edges = 0;
+			if (s->cookie && !n && s->cookie == last_cookie(&log, 0, s->tid))
+				edges |= 1 << DC_EDGE_CLOSE;
 			if (s->cookie && !n && s->cookie == first_cookie(&log, s->tid) &&
-			    in_return_path(s)) {
-				early++;
-				if (early <= 3)
-					print_kstack("session: unwind done before the session opened", s);
+			    in_return_path(s))
+				edges |= 1 << DC_EDGE_OPEN;
+			if (edges) {
+				if (nr_orphans == cap_orphans) {
+					cap_orphans = cap_orphans ? 2 * cap_orphans : 256;
+					orphans = realloc(orphans, cap_orphans * sizeof(*orphans));
+					if (!orphans)
+						ksft_exit_fail_msg("out of memory\n");
+				}
+				orphans[nr_orphans++] = (struct orphan6){ *s, k, edges,
+									  open_done, close_start };
 				continue;
 			}
 			if (bad++ < 3) {
@@ -1154,12 +1264,54 @@ static __attribute__((noinline)) void session_races(void)
 	stop = 1;
 	for (int i = 0; i < nr_cpus; i++)
 		pthread_join(w[i].thread, NULL);
-	ksft_print_msg("sessions: %d CPU-wide sessions over %d pinned workers in %ld ms: %zu worker samples, %zu matched, %zu in read, %zu of an entry still running at the close (%zu disabled first, %zu closed enabled), %zu of an entry whose unwind ran before the session opened, %zu sessions without a worker sample, %zu violations, %zu wrong stacks\n",
+	/* Every worker has returned from its last read: its records are out. */
+	witness_drain(wit, nr_cpus, &wlog);
+	dc_rings_close(wit, nr_cpus);
+	for (size_t i = 0; i < nr_orphans; i++) {
+		struct orphan6 *o = &orphans[i];
+		uint64_t t = 0;
+		size_t n = witness_find(o->s.tid, o->s.cookie, &t);
+		int edge = n == 1 ? dc_edge(t, o->open_done, o->close_start) : DC_EDGE_NONE;
+
+		if (edge != DC_EDGE_NONE && (o->edges & (1 << edge))) {
+			if (edge == DC_EDGE_CLOSE) {
+				excused++;
+				excused_mode[o->session & 1]++;
+			} else {
+				early++;
+				if (early <= 3)
+					print_kstack("session: unwind done before the session opened", &o->s);
+			}
+			continue;
+		}
+		no_evidence++;
+		if (no_evidence <= 5) {
+			ksft_print_msg("session %d: sample (tid %u, ring %d, time %llu) of the worker's %s cookie %#llx without its record; the witness has %zu record(s) of it%s%llu; the session was open on every CPU from %llu to %llu\n",
+				       o->session, o->s.tid, o->s.ring,
+				       (unsigned long long)o->s.time,
+				       o->edges == (1 << DC_EDGE_CLOSE) ? "last" :
+				       o->edges == (1 << DC_EDGE_OPEN) ? "first" : "first and last",
+				       (unsigned long long)o->s.cookie, n,
+				       n ? ", written at " : "", n ? (unsigned long long)t : 0ULL,
+				       (unsigned long long)o->open_done,
+				       (unsigned long long)o->close_start);
+			print_kstack("session: sample without evidence", &o->s);
+		}
+	}
+	ksft_print_msg("sessions: %d CPU-wide sessions over %d pinned workers in %ld ms: %zu worker samples, %zu matched, %zu in read, %zu of an entry still running at the close (%zu disabled first, %zu closed enabled), %zu of an entry whose unwind ran before the session opened (both by their record's time in the witness), %zu of the worker's last or first cookie without that evidence, %zu sessions without a worker sample, %zu violations, %zu wrong stacks; witness: %zu records, %llu lost, %llu malformed\n",
 		       NR_SESSIONS, nr_cpus, now_ms() - t0, samples, matched, in_read,
-		       excused, excused_mode[0], excused_mode[1], early, empty, bad, stack_bad);
-	ksft_test_result(!empty && in_read >= NR_SESSIONS && !bad && !stack_bad,
-			 "sessions: %d CPU-wide sessions opened and closed under threads in system calls: every worker sample has its record in its session except the entry still running at the close (%zu), exact stacks\n",
-			 NR_SESSIONS, excused);
+		       excused, excused_mode[0], excused_mode[1], early, no_evidence, empty,
+		       bad, stack_bad, nr_wrecs, (unsigned long long)wlog.lost,
+		       (unsigned long long)wlog.malformed);
+	ksft_test_result(!empty && in_read >= NR_SESSIONS && !bad && !stack_bad &&
+			 !no_evidence && !wlog.lost && !wlog.malformed,
+			 "sessions: %d CPU-wide sessions opened and closed under threads in system calls: every worker sample has its record in its session except the entry still running at the close (%zu) or unwound before the open (%zu), each with its record's time in the witness (%zu without), exact stacks\n",
+			 NR_SESSIONS, excused, early, no_evidence);
+	free(orphans);
+	free(wrecs);
+	wrecs = NULL;
+	nr_wrecs = cap_wrecs = 0;
+	dc_log_free(&wlog);
 }
 
 int main(int argc, char **argv)
