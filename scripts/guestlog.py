@@ -71,6 +71,10 @@ def main():
                     help='a test that must fail, printing "# upstream bug: TOKEN"')
     ap.add_argument('--skip', action='append', default=[],
                     metavar='SECTION:N', help='a test that may be skipped')
+    ap.add_argument('--require-line', action='append', default=[],
+                    metavar='TEXT',
+                    help='a text that some line of the log must contain '
+                    '(what a run under other QEMU options must have seen)')
     ap.add_argument('sections', nargs='*',
                     help='sections that must be present and pass')
     a = ap.parse_intermixed_args()
@@ -88,6 +92,12 @@ def main():
     for l in lines:
         if KTIME.match(l) and KERNEL_BAD.search(KTIME.sub('', l)):
             failures.append('kernel: ' + l.strip())
+    for text in a.require_line:
+        if any(text in l for l in lines):
+            passed += 1
+        else:
+            failures.append('no line of the log contains %r' % text)
+            failed += 1
 
     # KUnit: the kernel part of the log, before /init started.
     try:

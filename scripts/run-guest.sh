@@ -11,7 +11,8 @@
 # Environment: SMP (vCPUs, default 2), GUEST_TIMEOUT (s, default 600),
 #   GUEST_APPEND (extra kernel command line, e.g. inject=warn),
 #   ACCEL (tcg|kvm; default: kvm only if a probe boot with it works),
-#   QEMU_EXTRA (more QEMU options, e.g. -icount shift=0,sleep=off).
+#   QEMU_EXTRA (more QEMU options, e.g. -icount shift=0,sleep=off),
+#   GUEST_RUN (the log's and result's name instead of VARIANT-JOB).
 . "$(dirname "$0")/lib.sh"
 
 variant=${1:?usage: run-guest.sh VARIANT JOB}
@@ -60,7 +61,10 @@ pick_accel() {
 case $variant in *-debug) GUEST_APPEND="panic_on_warn=1 ${GUEST_APPEND:-}" ;; esac
 
 accel=$(pick_accel)
-LOG=$BUILD/logs/$variant-$job.log
+# GUEST_RUN (default VARIANT-JOB) names the log and the result, for a
+# second run of one kernel under other QEMU options.
+run=${GUEST_RUN:-$variant-$job}
+LOG=$BUILD/logs/$run.log
 log "guest: kernel-$variant job=$job smp=$SMP accel=$accel timeout=${TIMEOUT}s -> $LOG"
 t0=$(date +%s)
 rc=0
@@ -69,4 +73,4 @@ log "guest: exited rc=$rc after $(( $(date +%s) - t0 ))s"
 timed_out=
 [ $rc -eq 124 ] || [ $rc -eq 137 ] && timed_out=--timed-out
 mkdir -p "$BUILD/results"
-python3 "$TOP/scripts/guestlog.py" "$LOG" --job "$job" --results "$BUILD/results/$variant-$job.txt" --kunit-tool "$BUILD/linux/tools/testing/kunit/kunit.py" $timed_out "$@"
+python3 "$TOP/scripts/guestlog.py" "$LOG" --job "$job" --results "$BUILD/results/$run.txt" --kunit-tool "$BUILD/linux/tools/testing/kunit/kunit.py" $timed_out "$@"

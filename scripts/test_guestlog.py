@@ -52,6 +52,13 @@ class GuestLog(unittest.TestCase):
         self.assertNotIn(', 0 failed', out)
         return out
 
+    def test_require_line(self):
+        rc, out = run(GOOD, '--require-line=some kernel chatter')
+        self.assertEqual(rc, 0, out)
+        self.assertIn('4 passed, 0 failed', out)
+        out = self.bad(GOOD, '--require-line=user addresses below 0xfff')
+        self.assertIn('no line of the log contains', out)
+
     def test_not_ok(self):
         self.bad(GOOD.replace('ok 2 second', 'not ok 2 second'))
 
