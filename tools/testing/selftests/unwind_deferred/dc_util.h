@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <linux/perf_event.h>
@@ -27,6 +28,14 @@
 #define DC_USER_MAX_5LEVEL	0x00fffffffffff000ULL
 #define DC_USER_MAX	dc_user_max()
 uint64_t dc_user_max(void);
+
+/*
+ * A command to the test driver of CONFIG_UNWIND_DEFERRED_TEST
+ * (kernel/unwind/test_deferred.c) through its ctl file @fd: 0 or -errno.
+ */
+int dc_udt_cmd(int fd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+int dc_udt_vcmd(int fd, const char *fmt, va_list ap);
 
 /* What CONFIG_UNWIND_USER_RUST_POISON fills a new unwind cache with. */
 #define DC_CACHE_POISON	0x6b6b6b6b6b6b6b6bULL

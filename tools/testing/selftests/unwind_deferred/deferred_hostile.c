@@ -52,7 +52,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -973,20 +972,6 @@ static void run_ldt(struct hl_args *a, struct ctl *c)
 
 static int udt_ctl = -1;
 
-static int udt_cmd(const char *fmt, ...)
-{
-	char buf[96];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (write(udt_ctl, buf, n) == n)
-		return 0;
-	return -errno;
-}
-
 static int atomic_arm(pid_t pid)
 {
 	int err;
@@ -995,9 +980,9 @@ static int atomic_arm(pid_t pid)
 		udt_ctl = open(UDT_DIR "/ctl", O_WRONLY);
 	if (udt_ctl < 0)
 		return -errno;
-	err = udt_cmd("reset");
+	err = dc_udt_cmd(udt_ctl, "reset");
 	if (!err)
-		err = udt_cmd("arm %d 0 7 %d", pid, UDT_PERIOD_US);
+		err = dc_udt_cmd(udt_ctl, "arm %d 0 7 %d", pid, UDT_PERIOD_US);
 	return err;
 }
 
@@ -1009,7 +994,7 @@ static size_t atomic_check(const struct expect *e, pid_t pid, char *why,
 	char line[1024];
 	FILE *f;
 
-	udt_cmd("disarm");
+	dc_udt_cmd(udt_ctl, "disarm");
 	f = fopen(UDT_DIR "/unwinds", "r");
 	if (!f) {
 		snprintf(why, whylen, "%s/unwinds: %s", UDT_DIR, strerror(errno));

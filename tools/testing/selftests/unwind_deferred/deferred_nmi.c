@@ -87,16 +87,13 @@ static uint32_t gen_of_slot[64];
 
 static int cmd(const char *fmt, ...)
 {
-	char buf[96];
 	va_list ap;
-	int n;
+	int ret;
 
 	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	ret = dc_udt_vcmd(ctl, fmt, ap);
 	va_end(ap);
-	if (write(ctl, buf, n) == n)
-		return 0;
-	return -errno;
+	return ret;
 }
 
 static FILE *open_file(const char *name)
@@ -953,6 +950,7 @@ static int cancel_queued(void)
 {
 	struct target_arg a;
 	struct verdict v;
+	uint64_t nap_cookie = 0;
 	uint32_t old_gen;
 	pthread_t th;
 	int found = 0;
@@ -977,12 +975,21 @@ static int cancel_queued(void)
 	read_logs();
 	check_run(a.tid, &v, not_cancelled);
 	print_verdict("cancel while queued", &v);
+	/*
+	 * The nap's entry: the cookie of its task-context requests.  Its
+	 * first request of slot 0 may also have come from a timer interrupt
+	 * that hit the system call before the nap began (an IRQ request with
+	 * no label); either way one request of the entry returned 0.
+	 */
+	for (size_t i = 0; i < nr_req && !nap_cookie; i++)
+		if (reqs[i].tid == (uint32_t)a.tid && reqs[i].ctx == 'T')
+			nap_cookie = reqs[i].cookie;
 	for (size_t i = 0; i < nr_req; i++) {
 		const struct req *r = &reqs[i];
 		bool called = false;
 
 		if (r->tid != (uint32_t)a.tid || r->gen != old_gen || r->ret ||
-		    LABEL_KIND(r->label) != L_SPIN)
+		    !nap_cookie || r->cookie != nap_cookie)
 			continue;
 		for (size_t j = 0; j < nr_cb && !called; j++)
 			called = cbs[j].gen == old_gen && cbs[j].cookie == r->cookie;
@@ -990,6 +997,17 @@ static int cancel_queued(void)
 	}
 	ksft_print_msg("cancel while queued: %d requests of the cancelled registration queued in the nap and never called back\n",
 		       found);
+	for (size_t i = 0, shown = 0; found != 1 && i < nr_req && shown < 12; i++) {
+		const struct req *r = &reqs[i];
+
+		if (r->tid != (uint32_t)a.tid || r->slot != 0)
+			continue;
+		shown++;
+		ksft_print_msg("  slot 0 request: ctx %c gen %u (cancelled: %u) ret %d label %#x cookie %#llx (nap's %#llx)\n",
+			       r->ctx, r->gen, old_gen, r->ret, r->label,
+			       (unsigned long long)r->cookie,
+			       (unsigned long long)nap_cookie);
+	}
 	if (!verdict_clean(&v) || !stats_clean() || !v.spin_exact)
 		return -1;
 	return found;
