@@ -907,27 +907,20 @@ uint64_t dc_user_max(void)
 	return max;
 }
 
-int dc_udt_vcmd(int fd, const char *fmt, va_list ap)
+int dc_udt_cmd(int fd, const char *fmt, ...)
 {
 	char buf[96];
-	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_list ap;
+	int n;
 
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
 	if (n < 0 || n >= (int)sizeof(buf))
 		return -EINVAL;
 	if (write(fd, buf, n) == n)
 		return 0;
 	return -errno;
-}
-
-int dc_udt_cmd(int fd, const char *fmt, ...)
-{
-	va_list ap;
-	int ret;
-
-	va_start(ap, fmt);
-	ret = dc_udt_vcmd(fd, fmt, ap);
-	va_end(ap);
-	return ret;
 }
 
 const char *dc_variant(void)

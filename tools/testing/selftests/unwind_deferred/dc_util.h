@@ -35,7 +35,6 @@ uint64_t dc_user_max(void);
  */
 int dc_udt_cmd(int fd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-int dc_udt_vcmd(int fd, const char *fmt, va_list ap);
 
 /* What CONFIG_UNWIND_USER_RUST_POISON fills a new unwind cache with. */
 #define DC_CACHE_POISON	0x6b6b6b6b6b6b6b6bULL

@@ -85,16 +85,8 @@ static uint32_t gen_of_slot[64];
 
 /* ---- the driver ---- */
 
-static int cmd(const char *fmt, ...)
-{
-	va_list ap;
-	int ret;
-
-	va_start(ap, fmt);
-	ret = dc_udt_vcmd(ctl, fmt, ap);
-	va_end(ap);
-	return ret;
-}
+/* A command to the driver on this program's ctl file: 0 or -errno. */
+#define cmd(...)	dc_udt_cmd(ctl, __VA_ARGS__)
 
 static FILE *open_file(const char *name)
 {
