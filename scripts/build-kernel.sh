@@ -9,9 +9,12 @@
 #   c-debug, rust-debug  the test kernels with KASAN, kmemleak, UBSAN,
 #         KFENCE, debug objects and the hang detectors
 #         (arch/x86/configs/unwind_debug.config)
-#   c-fixed, c-fixed-debug  c and c-debug from $BUILD/linux-c-fixed, which
-#         has the upstream fix series (patches/upstream/) under the
-#         overlay; made by scripts/upstream-fixes.sh build, which calls this
+#   c-fixed, c-fixed-debug  c and c-debug with the upstream fix series
+#         (patches/upstream/); scripts/upstream-fixes.sh build calls this
+# The C kernels c, c-bench and c-debug build from $BUILD/linux, pristine
+# 7.3 + the project (upstream's own unwinder: the reference); the Rust
+# kernels and c-fixed from $BUILD/linux-fixed, pristine 7.3 + the fix
+# series + the project (both trees made by overlay.sh).
 # Output in $BUILD/kernel-VARIANT (O= build, the source tree stays clean).
 # The configuration is tinyconfig + arch/x86/configs/unwind_test.config +
 # kunit/.kunitconfig (+ unwind_rust.config); every value the fragments ask
@@ -23,13 +26,21 @@
 variant=${1:?usage: build-kernel.sh c|rust|c-bench|rust-bench|c-debug|rust-debug|c-fixed|c-fixed-debug}
 SRC=$BUILD/linux
 case $variant in
-c-fixed*)
-	SRC=$BUILD/linux-c-fixed
-	[ -d "$SRC" ] || die "no $SRC: run scripts/upstream-fixes.sh build"
+c-fixed* | rust*)
+	SRC=$BUILD/linux-fixed
+	[ -d "$SRC" ] || die "no $SRC: run scripts/overlay.sh"
 	;;
 esac
 O=$BUILD/kernel-$variant
+# Kbuild's dependency files name the source tree's files: objects built
+# from another tree would pass for up to date.  A build directory is for
+# one tree; one made from another is emptied first.
+if [ -d "$O" ] && [ "$(cat "$O/.srctree" 2>/dev/null)" != "$SRC" ]; then
+	log "kernel-$variant: $O was not built from $SRC: starting afresh"
+	rm -rf "$O"
+fi
 mkdir -p "$O"
+echo "$SRC" >"$O/.srctree"
 case $variant in
 c | c-fixed)
 	# Upstream C: the KUnit options without the Rust unwinder's.

@@ -10,23 +10,21 @@
 #              patch, to the pristine tag in a scratch worktree of
 #              $BUILD/linux, check that each patch has a Fixes: tag, and run
 #              checkpatch --strict on it.  Result: upstream-series.
-#   build      check, then make $BUILD/linux-c-fixed the tree "pristine +
-#              series + the project's overlay" (see prepare_tree) and build
-#              the kernel variant VARIANT there with build-kernel.sh:
-#              c-fixed (the default; the c variant's configuration) or
-#              c-fixed-debug (c-debug's).
+#   build      check, then build the kernel variant VARIANT with
+#              build-kernel.sh from $BUILD/linux-fixed, the tree "pristine
+#              + series + the project" that overlay.sh makes (the Rust
+#              kernels' tree): c-fixed (the default; the c variant's
+#              configuration) or c-fixed-debug (c-debug's).
 #   check-log  the selftests' excuses for upstream's bugs count nothing in
 #              LOG, the guest log of a c-fixed kernel (see check_log).
 #              Result: VARIANT-excuses, after LOG's name (VARIANT-test.log).
 #
 # $BUILD/linux's own work tree and index are not touched: the scratch tree
-# and $BUILD/linux-c-fixed are worktrees of its repository, and the
-# scratch one is removed on exit.
+# is a worktree of its repository, removed on exit.
 
 . "$(dirname "$0")/lib.sh"
 
 SRC=$BUILD/linux
-FIX=$BUILD/linux-c-fixed
 SERIES=$TOP/patches/upstream
 
 # result NAME PASSED FAILED: a result for summary.sh.
@@ -44,8 +42,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# check: leaves the series applied in $scratch/linux (pristine + one
-# commit per patch) for prepare_tree.
+# check: the series applied in $scratch/linux (pristine + one commit per
+# patch), then checkpatch.
 check() {
 	local p name pass=0 fail=0 left
 
@@ -98,86 +96,6 @@ check() {
 	fi
 	result upstream-series "$pass" "$fail"
 	[ "$fail" -eq 0 ] || die "upstream-fixes: the series fails its checks"
-}
-
-# Make $FIX pristine + series + the project's overlay, as overlay.sh makes
-# $BUILD/linux pristine + overlay: the C kernel of make check (variant c)
-# with the series applied under the overlay.  The project's patches that
-# do not apply exactly on top of the series, and change only files the
-# series changes, are the Rust kernel's hooks at the places the series
-# fixes (today the is_sb_event() and do_exit() hooks of 0003 and 0004,
-# under CONFIG_UNWIND_USER_RUST, which a C build does not compile): they
-# are left out, and said so.  Any other patch that does not apply fails.
-#
-# $FIX is a worktree of $BUILD/linux, detached at pristine, kept between
-# runs; files are written only when their content changes, so that Kbuild
-# rebuilds only what changed, and the change is staged in its index, so
-# that `git -C $FIX diff --cached pristine` is the whole of it (which
-# build-kernel.sh's up-to-date stamp reads).
-prepare_tree() {
-	local stage files series_files patches=() p f name skipped=() changed old d
-
-	if [ "$(git -C "$FIX" rev-parse -q --verify pristine 2>/dev/null)" != \
-		"$(git -C "$SRC" rev-parse pristine)" ]; then
-		log "upstream-fixes: creating $FIX"
-		rm -rf "$FIX"
-		git -C "$SRC" worktree prune
-		git -C "$SRC" worktree add -q --detach "$FIX" pristine
-	fi
-
-	stage=$scratch/stage
-	mkdir -p "$stage"
-	series_files=$(git -C "$scratch/linux" diff --name-only pristine HEAD)
-	for p in "$TOP"/patches/*.patch; do
-		[ -e "$p" ] && patches+=("$p")
-	done
-
-	# 1. The files the series or the project's patches change, from
-	# pristine + series, then the project's patches.
-	files=$({
-		echo "$series_files"
-		[ ${#patches[@]} -eq 0 ] || cat "${patches[@]}" | sed -n 's|^+++ b/||p'
-	} | sort -u)
-	# shellcheck disable=SC2086
-	git -C "$scratch/linux" archive HEAD -- $files | tar -x -C "$stage"
-	for p in "${patches[@]}"; do
-		name=$(basename "$p")
-		if patch -d "$stage" -p1 --dry-run --batch --quiet --fuzz=0 <"$p" >/dev/null; then
-			patch -d "$stage" -p1 --batch --quiet --fuzz=0 --no-backup-if-mismatch <"$p"
-			continue
-		fi
-		while read -r f; do
-			grep -qxF "$f" <<<"$series_files" ||
-				die "patch $name does not apply on top of the series and changes $f, which the series does not"
-		done < <(sed -n 's|^+++ b/||p' "$p" | sort -u)
-		skipped+=("$name")
-	done
-	[ ${#skipped[@]} -eq 0 ] ||
-		log "upstream-fixes: left out (Rust hooks where the series fixes): ${skipped[*]}"
-
-	# 2. The project's new files (as overlay.sh copies them).
-	stage_project_files "$stage"
-
-	# 3. Write what changed; restore what an earlier run wrote and this
-	# one does not.
-	(cd "$stage" && find . -type f | sed 's|^\./||' | sort) >"$scratch.manifest"
-	old=$(git -C "$FIX" rev-parse --absolute-git-dir)/c-fixed-manifest
-	if [ -f "$old" ]; then
-		comm -23 "$old" "$scratch.manifest" | while read -r f; do
-			if git -C "$FIX" cat-file -e "pristine:$f" 2>/dev/null; then
-				git -C "$FIX" checkout -q pristine -- "$f"
-			else
-				git -C "$FIX" rm -q --cached --ignore-unmatch -- "$f"
-				rm -f "$FIX/$f"
-			fi
-			log "upstream-fixes: dropped $f"
-		done
-	fi
-	changed=$(rsync -a --no-times --checksum --itemize-changes "$stage/" "$FIX/" |
-		grep -c '^>f' || true)
-	cp "$scratch.manifest" "$old"
-	(cd "$FIX" && xargs -a "$old" -d '\n' git add -f --)
-	log "upstream-fixes: $FIX: $(wc -l <"$old") files, $changed written; $(git -C "$FIX" diff --cached --shortstat pristine)"
 }
 
 # The selftests excuse on the upstream C kernels what upstream 7.3 gets
@@ -241,10 +159,9 @@ build)
 	*) die "upstream-fixes.sh build: no variant $variant (c-fixed, c-fixed-debug)" ;;
 	esac
 	check
-	prepare_tree
-	# The scratch worktree is not needed for the build.
 	cleanup
 	scratch=
+	"$TOP/scripts/overlay.sh"
 	"$TOP/scripts/build-kernel.sh" "$variant"
 	;;
 check-log)

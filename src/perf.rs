@@ -19,8 +19,9 @@
 //! `kernel/events/core.c` can do: iterating the side-band events
 //! (`perf_callchain_deferred_iterate()`, over the static `perf_iterate_sb()`).
 //!
-//! Differences from upstream 7.3, each behind `CONFIG_UNWIND_USER_RUST` in
-//! C and tested by the selftests (they fail on the upstream C kernel):
+//! Differences from upstream 7.3 in upstream's own C, fixed by the C fix
+//! series (`patches/upstream/`) that the Rust kernel is built on, and
+//! tested by the selftests (they fail on the unmodified C kernel):
 //!
 //! - a per-CPU event with `defer_output` is a side-band event even when it
 //!   asks for no other side-band record, so `pid == -1` sessions that set

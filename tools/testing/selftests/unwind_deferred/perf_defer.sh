@@ -35,6 +35,11 @@ mkdir -p "$T"
 DIR=$(dirname "$0")
 BIN=$DIR/dc_workload
 NR_MODES=2
+WORK_MS=1000
+MAX_WORK_MS=4000
+# compare-stacks.py's MIN_SAMPLES is 200 a session: twice that, so that
+# its check is not at the edge.
+WANT_SAMPLES=400
 TESTS_PER_MODE=5
 # The sampling event and the exit_group() tracepoint that marks the
 # task's last kernel entry (see 4. above).
@@ -89,15 +94,29 @@ check_mode() {
 	else
 		a= comm=
 	fi
-	# shellcheck disable=SC2086	# $a: an option or nothing
-	if ! perf record -q --no-bpf-event $a -e "$EV" -e "$TP" --filter "$TP_FILTER" \
-		--call-graph fp,defer -o "$D/perf.data" -- "$BIN" 1000 \
-		>"$D/record.out" 2>&1; then
-		cat "$D/record.out"
-		nok "$MODE: perf record $a --call-graph fp,defer failed"
-		skip_rest $((TESTS_PER_MODE - 1))
-		return
-	fi
+	# The workload runs WORK_MS milliseconds; while a session has fewer
+	# than WANT_SAMPLES samples of it (under TCG a vCPU can be starved),
+	# it is recorded again for twice as long, up to MAX_WORK_MS, and the
+	# last session is the one checked: compare-stacks.py needs enough
+	# samples of each kernel to compare distributions.
+	work=$WORK_MS
+	while :; do
+		# shellcheck disable=SC2086	# $a: an option or nothing
+		if ! perf record -q --no-bpf-event $a -e "$EV" -e "$TP" --filter "$TP_FILTER" \
+			--call-graph fp,defer -o "$D/perf.data" -- "$BIN" $work \
+			>"$D/record.out" 2>&1; then
+			cat "$D/record.out"
+			nok "$MODE: perf record $a --call-graph fp,defer failed"
+			skip_rest $((TESTS_PER_MODE - 1))
+			return
+		fi
+		got=$(perf script -i "$D/perf.data" -F comm,event 2>/dev/null |
+			awk '$1 == "dc_workload" && $2 ~ /^cpu-clock/' | wc -l)
+		[ "$got" -lt $WANT_SAMPLES ] && [ $((work * 2)) -le $MAX_WORK_MS ] || break
+		echo "# $MODE: $got samples of dc_workload in a $work ms run, fewer than $WANT_SAMPLES: recording again for $((work * 2)) ms"
+		work=$((work * 2))
+	done
+	echo "# $MODE: $got samples of dc_workload in a $work ms run"
 
 	perf report -D -i "$D/perf.data" >"$D/dump.txt" 2>/dev/null
 	samples=$(grep -c 'PERF_RECORD_SAMPLE' "$D/dump.txt")

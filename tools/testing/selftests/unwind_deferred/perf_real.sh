@@ -71,8 +71,15 @@ DWARF_STACK_grep=65528
 # and printed; the samples that remain are compared).
 MMAP_PAGES=16384
 PROGRAMS="perl gzip bzip2 grep"
+# Each program's output goes to a file, $p.out, never to /dev/null: GNU
+# grep stops at its first match when its output is /dev/null (even with
+# -c), and its profile would be start-up and one line of input.
 # The inputs and command lines (real_programs.sh): about a second of guest
-# CPU each under TCG.
+# CPU each under TCG.  grep reads all of its input now that its output is
+# a file: 1,500 lines, not real_programs.sh's 6,000 (which were sized when
+# it stopped at the first), keep it near that second and its dwarf
+# samples (64 KiB each) within the guest's memory.
+GREP_LINES=${GREP_LINES:-1500}
 . "$(dirname "$0")/real_programs.sh"
 # Debian's mawk where build-initramfs.sh copied it: much faster than
 # busybox awk over the tens of thousands of lines of a session.
@@ -256,12 +263,13 @@ profile() {	# program
 		esac
 		t0=$(now)
 		if ! $rec -e cpu-clock --call-graph $cg -o $p.$mode.data -- "$@" \
-			>/dev/null 2>$p.$mode.err; then
+			>$p.out 2>$p.$mode.err; then
 			cat $p.$mode.err
 			alone="perf record --call-graph $cg failed"
 			continue
 		fi
 		rs=$(since "$t0")
+		echo "# $p $mode: $(wc -c <$p.out) bytes of output: $(head -c 40 $p.out | tr -c '[:print:]' .)"
 		t0=$(now)
 		perf report -i $p.$mode.data --stdio --no-inline --no-children >/dev/null 2>&1
 		ps=$(since "$t0")
@@ -290,7 +298,7 @@ profile() {	# program
 		t0=$(now)
 		if ! $rec --call-graph fp,defer -e cpu-clock/name=walk/ \
 			-e cpu-clock/name=oracle,call-graph=dwarf,stack-size=$ds/ \
-			-o $p.both.data -- "$@" >/dev/null 2>$p.both.err; then
+			-o $p.both.data -- "$@" >$p.out 2>$p.both.err; then
 			cat $p.both.err
 			nok "$p both: perf record of both unwinders failed"
 			return
@@ -336,7 +344,7 @@ walk_only() {	# program
 	p=$1
 	set -- $(real_cmd "$p")
 	if ! perf record -q --no-bpf-event --no-buildid -m $MMAP_PAGES -F $FREQ -e cpu-clock \
-		--call-graph fp,defer -o $p.data -- "$@" >/dev/null 2>$p.err; then
+		--call-graph fp,defer -o $p.data -- "$@" >$p.out 2>$p.err; then
 		cat $p.err
 		nok "$p: perf record --call-graph fp,defer failed"
 		return
