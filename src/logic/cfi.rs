@@ -64,6 +64,7 @@
 //! object; [`Refusal::cause`] indexes counters ([`Cause::NAMES`]).
 
 use super::word::WordSize;
+use core::mem::MaybeUninit;
 
 /// Bytes fetched per read of a CIE or FDE (the read buffer on the stack).
 pub const WINDOW: usize = 128;
@@ -1050,10 +1051,6 @@ pub struct Row {
 }
 
 impl Row {
-    /// An empty `DW_CFA_remember_state` stack: a constant, so that
-    /// [`Interp::new`] copies it into place instead of building it in a
-    /// temporary of its own on the kernel stack first.
-    const INITIAL_STACK: [Row; MAX_STATE_DEPTH] = [Row::INITIAL; MAX_STATE_DEPTH];
     const INITIAL: Row = Row {
         cfa: Cfa::RegOffset(0, 0),
         ra: Rule::Unmentioned,
@@ -1215,8 +1212,14 @@ pub trait RowSink {
     fn row(&mut self, loc: u64, row: Res<Row>) -> Res<()>;
 }
 
-/// The interpreter's state.
-struct Interp<'s> {
+/// The interpreter's state, in storage its caller keeps: with its
+/// `DW_CFA_remember_state` stack, 752 bytes, too many for the kernel stack
+/// under a walk (the kernel keeps one per mm, in the cache whose mutex the
+/// walk holds while compiling; docs/design.md, "Stack use").  What it holds
+/// between uses does not matter: each use sets every field it reads, and
+/// reads a slot of the remember-state stack only after writing it, so one
+/// `Scratch` serves any number of compilations, one at a time.
+pub struct Scratch {
     arch: Arch,
     ws: WordSize,
     code_align: u64,
@@ -1225,13 +1228,74 @@ struct Interp<'s> {
     ptr_enc: u8,
     row: Row,
     initial: Row,
+    /// Slots `..depth` are the remembered rows; the others are stale.
     stack: [Row; MAX_STATE_DEPTH],
     depth: usize,
     loc: u64,
     target: u64,
     ops: u32,
+}
+
+impl Scratch {
+    /// A scratch, by value (the host's and the KUnit tests' way; on the
+    /// kernel stack it would be the frame this type keeps off it: the
+    /// kernel allocates it and uses [`Scratch::init`]).
+    #[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
+    pub const fn new() -> Self {
+        Self::EMPTY
+    }
+
+    /// Initialise `slot` in place (a copy of a constant, with no temporary
+    /// on the stack), for a caller that allocates it uninitialised.
+    pub fn init(slot: &mut MaybeUninit<Scratch>) -> &mut Scratch {
+        slot.write(Self::EMPTY)
+    }
+
+    const EMPTY: Scratch = Scratch {
+        arch: Arch::X86_64,
+        ws: WordSize::W8,
+        code_align: 0,
+        data_align: 0,
+        ra_reg: 0,
+        ptr_enc: 0,
+        row: Row::INITIAL,
+        initial: Row::INITIAL,
+        stack: [Row::INITIAL; MAX_STATE_DEPTH],
+        depth: 0,
+        loc: 0,
+        target: 0,
+        ops: 0,
+    };
+}
+
+#[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
+impl Default for Scratch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The interpreter: its state ([`Scratch`], the caller's) and where the
+/// rows go.  Its fields are the state's, through `Deref`.
+struct Interp<'s> {
+    st: &'s mut Scratch,
     /// [`compile`]: where each row goes as the location advances.
     sink: Option<&'s mut dyn RowSink>,
+}
+
+impl core::ops::Deref for Interp<'_> {
+    type Target = Scratch;
+    #[inline(always)]
+    fn deref(&self) -> &Scratch {
+        self.st
+    }
+}
+
+impl core::ops::DerefMut for Interp<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Scratch {
+        self.st
+    }
 }
 
 impl Interp<'_> {
@@ -1278,8 +1342,9 @@ impl Interp<'_> {
             return Ok(false);
         }
         if loc > self.loc {
+            let (at, row) = (self.st.loc, self.st.row);
             if let Some(sink) = self.sink.as_deref_mut() {
-                sink.row(self.loc, Ok(self.row))?;
+                sink.row(at, Ok(row))?;
             }
         }
         self.loc = loc;
@@ -1394,12 +1459,13 @@ impl Interp<'_> {
                 self.set(reg, Rule::Register(reg16(src)));
             }
             CFA_REMEMBER_STATE => {
-                let slot = self
+                let st = &mut *self.st;
+                let slot = st
                     .stack
-                    .get_mut(self.depth)
+                    .get_mut(st.depth)
                     .ok_or(Refusal::Bound(Bound::StateDepth))?;
-                *slot = self.row;
-                self.depth += 1;
+                *slot = st.row;
+                st.depth += 1;
             }
             CFA_RESTORE_STATE => {
                 let depth = self
@@ -1520,7 +1586,9 @@ pub fn row_at<M: UserBytes>(r: &mut Reader<'_, M>, fde: &Fde, ws: WordSize, pc: 
         return Err(Refusal::NoFde);
     }
     Interp::check(fde, ws)?;
-    let mut it = Interp::new(fde, ws, pc, None);
+    // Test-only: a state of its own, on the stack.
+    let mut st = Scratch::EMPTY;
+    let mut it = Interp::start(&mut st, fde, ws, pc, None);
     it.run(r, fde.cie_insns.0, fde.cie_insns.1, true)?;
     it.initial = it.row;
     it.depth = 0;
@@ -1538,30 +1606,31 @@ impl<'s> Interp<'s> {
         Ok(())
     }
 
-    /// The interpreter at the start of `fde` (which passed [`Self::check`]).
-    /// Infallible and inlined, so that the state (the largest value on the
-    /// table walk's stack: 752 bytes with its remember-state stack) is
-    /// built once, in its caller's frame, not in a `Result` that is then
-    /// moved (docs/design.md, "Stack use").
+    /// The interpreter at the start of `fde` (which passed [`Self::check`]),
+    /// its state in `st`: every field set but the remember-state stack,
+    /// whose slots are written before they are read (so a stale scratch
+    /// gives the same rows as a new one).
     #[inline(always)]
-    fn new(fde: &Fde, ws: WordSize, target: u64, sink: Option<&'s mut dyn RowSink>) -> Self {
-        let arch = Arch::of(ws);
-        Interp {
-            arch,
-            ws,
-            code_align: fde.code_align,
-            data_align: fde.data_align,
-            ra_reg: fde.ra_reg,
-            ptr_enc: fde.ptr_enc,
-            row: Row::INITIAL,
-            initial: Row::INITIAL,
-            stack: Row::INITIAL_STACK,
-            depth: 0,
-            loc: fde.pc_begin,
-            target,
-            ops: 0,
-            sink,
-        }
+    fn start(
+        st: &'s mut Scratch,
+        fde: &Fde,
+        ws: WordSize,
+        target: u64,
+        sink: Option<&'s mut dyn RowSink>,
+    ) -> Self {
+        st.arch = Arch::of(ws);
+        st.ws = ws;
+        st.code_align = fde.code_align;
+        st.data_align = fde.data_align;
+        st.ra_reg = fde.ra_reg;
+        st.ptr_enc = fde.ptr_enc;
+        st.row = Row::INITIAL;
+        st.initial = Row::INITIAL;
+        st.depth = 0;
+        st.loc = fde.pc_begin;
+        st.target = target;
+        st.ops = 0;
+        Interp { st, sink }
     }
 }
 
@@ -1583,12 +1652,14 @@ pub fn transient(refusal: Refusal) -> bool {
 /// `loc` is what [`row_at`] answers for every pc from `loc` on (the
 /// instruction it stops at is run for all of them).  A [`transient`]
 /// refusal, or an error of `sink`, is returned instead: nothing about the
-/// FDE may be remembered then.
+/// FDE may be remembered then.  The interpreter's state is in `scratch`
+/// (what it held before does not matter), not in this function's frame.
 pub fn compile<M: UserBytes>(
     r: &mut Reader<'_, M>,
     fde: &Fde,
     ws: WordSize,
     sink: &mut dyn RowSink,
+    scratch: &mut Scratch,
 ) -> Res<()> {
     if fde.pc_end <= fde.pc_begin {
         return Ok(());
@@ -1596,7 +1667,7 @@ pub fn compile<M: UserBytes>(
     let target = fde.pc_end - 1;
     let res = match Interp::check(fde, ws) {
         Ok(()) => {
-            let mut it = Interp::new(fde, ws, target, Some(&mut *sink));
+            let mut it = Interp::start(scratch, fde, ws, target, Some(&mut *sink));
             let res = it
                 .run(r, fde.cie_insns.0, fde.cie_insns.1, true)
                 .and_then(|()| {
