@@ -457,6 +457,7 @@ impl<'a, M: UserBytes> Reader<'a, M> {
         true
     }
 
+    #[inline]
     fn read(&mut self, addr: u64, buf: &mut [u8], at: Where) -> Res<()> {
         if self.reads >= self.limit {
             return Err(Refusal::Bound(Bound::Reads));
@@ -514,20 +515,18 @@ impl Cursor {
         self.end.saturating_sub(self.pos)
     }
 
+    /// The next byte: the window's, inlined into the readers above it
+    /// (`uint`, `read_format`, LEB128, the interpreter's loop), with the
+    /// refill out of line, so that a read is one frame over the refill,
+    /// not three over the read (docs/design.md, "Stack use").
+    #[inline]
     fn u8<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<u8> {
         if self.pos >= self.end {
             return Err(Refusal::Malformed(self.at));
         }
         let mut i = self.pos.wrapping_sub(self.win_addr);
         if self.pos < self.win_addr || i >= self.win_len as u64 {
-            // Refill: up to WINDOW bytes, not past the region's end nor
-            // across a page boundary (the next page may be unmapped).
-            let to_page = PAGE - (self.pos & (PAGE - 1));
-            let len = self.left().min(to_page).min(self.chunk) as usize;
-            let buf = self.win.get_mut(..len).ok_or(Refusal::Malformed(self.at))?;
-            r.read(self.pos, buf, self.at)?;
-            self.win_addr = self.pos;
-            self.win_len = len;
+            self.refill(r)?;
             i = 0;
         }
         let b = *self
@@ -538,7 +537,23 @@ impl Cursor {
         Ok(b)
     }
 
+    /// Fill the window from `pos`: up to WINDOW bytes, not past the
+    /// region's end nor across a page boundary (the next page may be
+    /// unmapped).
+    #[inline(never)]
+    #[cold]
+    fn refill<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<()> {
+        let to_page = PAGE - (self.pos & (PAGE - 1));
+        let len = self.left().min(to_page).min(self.chunk) as usize;
+        let buf = self.win.get_mut(..len).ok_or(Refusal::Malformed(self.at))?;
+        r.read(self.pos, buf, self.at)?;
+        self.win_addr = self.pos;
+        self.win_len = len;
+        Ok(())
+    }
+
     /// `n` bytes little-endian (n <= 8).
+    #[inline]
     fn uint<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, n: u32) -> Res<u64> {
         let mut v = 0u64;
         for k in 0..n.min(8) {
@@ -547,13 +562,10 @@ impl Cursor {
         Ok(v)
     }
 
-    fn sint<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, n: u32) -> Res<i64> {
-        let v = self.uint(r, n)?;
-        let n = n.clamp(1, 8);
-        let shift = 64 - 8 * n;
-        Ok(((v << shift) as i64) >> shift)
-    }
-
+    // Out of line: the interpreter reads LEB128 numbers in some 20
+    // places, and each inlined copy (the byte read inlined in it) grew
+    // `Interp::run` by about 3 KiB.
+    #[inline(never)]
     fn uleb<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<u64> {
         let mut v = 0u64;
         for k in 0..10u32 {
@@ -566,6 +578,8 @@ impl Cursor {
         Err(Refusal::Malformed(self.at))
     }
 
+    // Out of line, as `uleb`.
+    #[inline(never)]
     fn sleb<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<i64> {
         let mut v = 0u64;
         for k in 0..10u32 {
@@ -647,21 +661,21 @@ fn read_format<M: UserBytes>(
     enc: u8,
     ws: WordSize,
 ) -> Res<u64> {
-    let at = c.at;
-    let v = match enc & 0x0f {
-        PE_ABSPTR => c.uint(r, ws.bytes() as u32)?,
-        PE_SIGNED => c.sint(r, ws.bytes() as u32)? as u64,
-        PE_ULEB128 => c.uleb(r)?,
-        PE_SLEB128 => c.sleb(r)? as u64,
-        PE_UDATA2 => c.uint(r, 2)?,
-        PE_UDATA4 => c.uint(r, 4)?,
-        PE_UDATA8 => c.uint(r, 8)?,
-        PE_SDATA2 => c.sint(r, 2)? as u64,
-        PE_SDATA4 => c.sint(r, 4)? as u64,
-        PE_SDATA8 => c.sint(r, 8)? as u64,
-        _ => return Err(Refusal::UnsupportedEncoding(at, enc)),
-    };
-    Ok(v)
+    match enc & 0x0f {
+        PE_ULEB128 => return c.uleb(r),
+        PE_SLEB128 => return Ok(c.sleb(r)? as u64),
+        _ => {}
+    }
+    // The fixed sizes: one read of `n` bytes (inlined, over the window's
+    // refill: no frame of its own under this one), sign-extended for the
+    // `sdata` formats and `signed`.
+    let n = fixed_size(enc, ws).ok_or(Refusal::UnsupportedEncoding(c.at, enc))?;
+    let v = c.uint(r, n)?;
+    if enc & PE_SIGNED == 0 {
+        return Ok(v);
+    }
+    let shift = 64 - 8 * n.clamp(1, 8);
+    Ok((((v << shift) as i64) >> shift) as u64)
 }
 
 /// Read an encoded pointer.  `datarel` is the base of `DW_EH_PE_datarel`
