@@ -84,8 +84,11 @@ INDIRECT = [
     # session chose (ktime_get_*_ns).
     (r'__perf_event_header__init_id', r'kernel:event->clock'),
     # The interpreter's row sink (`&mut dyn RowSink`, its only dyn), in
-    # whichever of its functions the build inlined the call into.
-    (r'unwind_rust::logic::cfi::compile::<.*>|<unwind_rust::logic::cfi::Interp>::.*',
+    # whichever of its functions the build inlined the call into (with its
+    # state in `cfi::Scratch`, `compile` is small enough to be inlined
+    # into `ObjectRows::insert` or `fill`).
+    (r'unwind_rust::logic::cfi::compile::<.*>|<unwind_rust::logic::cfi::Interp>::.*'
+     r'|<unwind_rust::logic::rows::ObjectRows<.*>>::(fill|insert)::<.*>',
      r'<.* as unwind_rust::logic::cfi::RowSink>::row'),
     # elf::locate reads words through the ELF class's fn pointers (inlined
     # into user_faultable in the bench kernel).

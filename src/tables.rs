@@ -61,7 +61,7 @@
 //! the counters (`shim.c`).
 
 use crate::logic::{
-    cfi::{self, Cause, Hdr, Reader, UserBytes},
+    cfi::{self, Cause, Hdr, Reader, Scratch, UserBytes},
     elf,
     rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Store, Usual},
     walk::{Stop, TableStats, Tables},
@@ -199,6 +199,17 @@ struct Inner {
     /// The rows of recent pcs: copies of the objects' rows, cleared
     /// whenever an object or rows are dropped.
     memo: KBox<PcMemo>,
+    /// The interpreter's state while it compiles an FDE (752 bytes, off
+    /// the kernel stack; used under the mutex, so one per mm is enough).
+    scratch: KBox<Scratch>,
+}
+
+/// An interpreter's state, initialised in place: not on the stack.
+fn new_scratch() -> Option<KBox<Scratch>> {
+    let mut b = KBox::<Scratch>::new_uninit(GFP_KERNEL_ACCOUNT).ok()?;
+    Scratch::init(&mut b);
+    // SAFETY: `Scratch::init` has just initialised the value.
+    Some(unsafe { b.assume_init() })
 }
 
 impl Inner {
@@ -243,6 +254,7 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
     let cur = if cur.is_null() {
         // Zeroed in place: too large for the stack.
         let memo = KBox::init(PcMemo::init_zeroed(), GFP_KERNEL_ACCOUNT).ok()?;
+        let scratch = new_scratch()?;
         let new = KBox::pin_init(
             pin_init!(MmTables {
                 inner <- new_mutex!(Inner {
@@ -250,6 +262,7 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
                     objects: KVec::new(),
                     bytes: 0,
                     memo,
+                    scratch,
                 }),
             }),
             GFP_KERNEL_ACCOUNT,
@@ -497,7 +510,7 @@ impl Tables for TaskTables<'_> {
             None => self.add_object(r, pc, ws)?,
         };
         self.last = i;
-        let g = self.inner.as_mut()?;
+        let g: &mut Inner = self.inner.as_mut()?;
         let o = g.objects.get(i)?;
         let hdr = o.hdr?;
         if let Some(found) = o.rows.lookup(pc) {
@@ -524,7 +537,7 @@ impl Tables for TaskTables<'_> {
         }
         let o = g.objects.get_mut(i)?;
         let before = o.bytes();
-        let res = o.rows.fill(r, &hdr, ws, pc);
+        let res = o.rows.fill(r, &hdr, ws, pc, &mut g.scratch);
         let after = o.bytes();
         g.add_bytes(before, after);
         if let Ok(found) = res {
@@ -665,7 +678,10 @@ mod tests {
             let mut mem = CaseMemory { case, reads: 0 };
             let mut r = Reader::new(&mut mem);
             let mut rows = Rows::default();
-            let got = rows.fill(&mut r, &hdr, case.ws, pc);
+            let scratch = new_scratch();
+            assert!(scratch.is_some());
+            let Some(mut scratch) = scratch else { return };
+            let got = rows.fill(&mut r, &hdr, case.ws, pc, &mut scratch);
             match (got, want) {
                 (Ok((row, signal)), want) => {
                     let packed = PackedRow::pack(row.start, want.map(|(w, _)| w), arch);

@@ -138,6 +138,8 @@ struct Object {
 /// the object's rows; a miss compiles the FDE.
 struct Cache {
     memo: Box<PcMemo>,
+    /// The interpreter's state (the kernel keeps one per mm).
+    scratch: Box<cfi::Scratch>,
     objects: Vec<Object>,
     last: usize,
     maps: Vec<(u64, u64, u64, String)>,
@@ -182,7 +184,7 @@ impl Tables for Cache {
         let hdr = o.hdr?;
         let found = match o.rows.lookup(pc) {
             Some(found) => found,
-            None => match o.rows.fill(r, &hdr, ws, pc) {
+            None => match o.rows.fill(r, &hdr, ws, pc, &mut self.scratch) {
                 Ok(found) => found,
                 Err(e) => return Some(Err(e.cause())),
             },
@@ -263,6 +265,7 @@ fn capture(depth: usize) {
     let nfp = walk::walk(&regs, &mut mem, &mut fp_out).0;
     let mut t = Cache {
         memo: Box::new(PcMemo::empty()),
+        scratch: Box::new(cfi::Scratch::new()),
         objects: Vec::new(),
         last: 0,
         maps: all,

@@ -54,6 +54,8 @@ struct MapsTables {
     lookups: u32,
     /// FDEs compiled (lookups that missed the rows).
     compiled: u32,
+    /// The interpreter's state, for every compilation (as the kernel's).
+    scratch: Box<cfi::Scratch>,
 }
 
 impl MapsTables {
@@ -77,6 +79,7 @@ impl MapsTables {
             memo: Vec::new(),
             lookups: 0,
             compiled: 0,
+            scratch: Box::new(cfi::Scratch::new()),
         }
     }
 }
@@ -103,7 +106,10 @@ impl Tables for MapsTables {
             return Some(Ok(found));
         }
         self.compiled += 1;
-        Some(m.3.fill(r, &hdr, ws, pc).map_err(|e| e.cause()))
+        Some(
+            m.3.fill(r, &hdr, ws, pc, &mut self.scratch)
+                .map_err(|e| e.cause()),
+        )
     }
 }
 

@@ -31,9 +31,10 @@
 use gimli::{BaseAddresses, EhFrame, EhFrameOffset, UnwindContext, UnwindSection};
 use object::{Object, ObjectSection, ObjectSegment};
 use proptest::prelude::*;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use unwind_logic::cfi::{
-    self, Arch, Bound, Cause, Frame, Hdr, Reader, Refusal, Row, RowSink, Step, UserBytes,
+    self, Arch, Bound, Cause, Frame, Hdr, Reader, Refusal, Row, RowSink, Scratch, Step, UserBytes,
 };
 use unwind_logic::rows::{
     CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, PcMemo, RaRule, Usual, MEMO_SLOTS,
@@ -102,6 +103,18 @@ fn oracle<M: UserBytes>(mem: &mut M, h: &Hdr, ws: WordSize, pc: u64) -> Answer {
     }
 }
 
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch::new()) };
+}
+
+/// `f` with the interpreter's state: one per test thread, reused by every
+/// compilation of every FDE (as the kernel's, one per mm), so that the
+/// rows compiled with a stale scratch are checked against the
+/// interpreter's (`cfi::row_at`, a new state each time).
+fn scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
+    SCRATCH.with(|s| f(&mut s.borrow_mut()))
+}
+
 /// What the compiled rows answer for `pc`: a lookup, else a fill.
 /// Returns the answer and whether the lookup hit.
 fn compiled<M: UserBytes>(
@@ -115,7 +128,7 @@ fn compiled<M: UserBytes>(
         return (Ok(found), true);
     }
     let mut r = Reader::with_limit(mem, LOTS);
-    (rows.fill(&mut r, h, ws, pc), false)
+    (scratch(|s| rows.fill(&mut r, h, ws, pc, s)), false)
 }
 
 /// Whether the compiled answer is the oracle's.
@@ -342,12 +355,15 @@ fn check_object(path: &str, seed: u64) -> Result<Tally, String> {
         }
         let mut points = BTreeSet::new();
         let mut locs = Locs(Vec::new());
-        let _ = cfi::compile(
-            &mut Reader::with_limit(&mut image, LOTS),
-            &fde,
-            ws,
-            &mut locs,
-        );
+        let _ = scratch(|s| {
+            cfi::compile(
+                &mut Reader::with_limit(&mut image, LOTS),
+                &fde,
+                ws,
+                &mut locs,
+                s,
+            )
+        });
         points.extend(locs.0);
         let off = at.wrapping_sub(ehf.address()) as usize;
         if let Ok(g) =
@@ -858,7 +874,7 @@ impl Tables for OneObject {
             Some(found) => found,
             None => {
                 self.fills += 1;
-                match self.rows.fill(r, &self.hdr, ws, pc) {
+                match scratch(|s| self.rows.fill(r, &self.hdr, ws, pc, s)) {
                     Ok(found) => found,
                     Err(e) => return Some(Err(e.cause())),
                 }
@@ -1493,7 +1509,7 @@ fn transient_refusals_are_not_remembered() {
         let mut rows = Rows::default();
         // An FDE compiled before: the faulting one must not disturb it.
         let mut r = Reader::new(&mut mem);
-        rows.fill(&mut r, &h, ws, CODE - 0x100).unwrap();
+        scratch(|s| rows.fill(&mut r, &h, ws, CODE - 0x100, s)).unwrap();
         let before = (rows.fdes.clone(), rows.rows.clone());
 
         let hole = fde_at[1] + 4 + 4 + 4 + 4 + 1 + 150;
@@ -1509,7 +1525,7 @@ fn transient_refusals_are_not_remembered() {
         );
         for pc in [CODE, CODE + 3] {
             let mut r = Reader::new(&mut mem);
-            let got = rows.fill(&mut r, &h, ws, pc);
+            let got = scratch(|s| rows.fill(&mut r, &h, ws, pc, s));
             assert_eq!(got, Err(Refusal::Fault(cfi::Where::Instructions)), "{ws:?}");
             assert_eq!(
                 (rows.fdes.clone(), rows.rows.clone()),
@@ -1524,7 +1540,7 @@ fn transient_refusals_are_not_remembered() {
         }
         for limit in 0..4 {
             let mut r = Reader::with_limit(&mut mem, limit);
-            let got = rows.fill(&mut r, &h, ws, CODE + 3);
+            let got = scratch(|s| rows.fill(&mut r, &h, ws, CODE + 3, s));
             assert_eq!(
                 got,
                 Err(Refusal::Bound(Bound::Reads)),
@@ -1534,7 +1550,7 @@ fn transient_refusals_are_not_remembered() {
         }
         // Readable again: compiled, and every pc answers as rules_in.
         let mut r = Reader::new(&mut mem);
-        assert!(rows.fill(&mut r, &h, ws, CODE + 3).is_ok());
+        assert!(scratch(|s| rows.fill(&mut r, &h, ws, CODE + 3, s)).is_ok());
         assert_eq!(rows.fdes.len(), 2);
         assert_eq!(rows.rows.len(), before.1.len() + 4);
         for pc in CODE..CODE + 0x20 {
@@ -1633,7 +1649,7 @@ fn documented_bounds() {
     let mut rows = Rows::default();
     let mut r = Reader::new(&mut mem);
     assert_eq!(
-        rows.fill(&mut r, &h, ws, CODE + 5),
+        scratch(|s| rows.fill(&mut r, &h, ws, CODE + 5, s)),
         Err(Refusal::Bound(Bound::Memory))
     );
     assert!(rows.fdes.is_empty() && rows.rows.is_empty());
@@ -1929,7 +1945,8 @@ proptest! {
         for &at in &fde_at {
             let fde = cfi::read_fde(&mut Reader::new(&mut mem), h.eh_frame, at, ws).unwrap();
             let mut rows = Collect(Vec::new());
-            cfi::compile(&mut Reader::with_limit(&mut mem, LOTS), &fde, ws, &mut rows).unwrap();
+            scratch(|s| cfi::compile(&mut Reader::with_limit(&mut mem, LOTS), &fde, ws, &mut rows, s))
+                .unwrap();
             prop_assert!(!rows.0.is_empty());
             prop_assert_eq!(rows.0[0].0, fde.pc_begin);
             prop_assert!(rows.0.windows(2).all(|w| w[0].0 < w[1].0), "{:?}", rows.0);
@@ -2060,7 +2077,7 @@ fn last_pc_is_not_remembered() {
         let want = oracle(&mut mem, &h, ws, u64::MAX);
         for _ in 0..3 {
             let mut r = Reader::new(&mut mem);
-            let got = rows.fill(&mut r, &h, ws, u64::MAX);
+            let got = scratch(|s| rows.fill(&mut r, &h, ws, u64::MAX, s));
             assert_eq!(got, Err(Refusal::NoFde), "{ws:?}");
             assert!(agrees(&got, &want), "{got:?} {want:?}");
             assert!(rows.fdes.is_empty() && rows.rows.is_empty(), "{ws:?}");

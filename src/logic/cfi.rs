@@ -64,6 +64,7 @@
 //! object; [`Refusal::cause`] indexes counters ([`Cause::NAMES`]).
 
 use super::word::WordSize;
+use core::mem::MaybeUninit;
 
 /// Bytes fetched per read of a CIE or FDE (the read buffer on the stack).
 pub const WINDOW: usize = 128;
@@ -456,6 +457,7 @@ impl<'a, M: UserBytes> Reader<'a, M> {
         true
     }
 
+    #[inline]
     fn read(&mut self, addr: u64, buf: &mut [u8], at: Where) -> Res<()> {
         if self.reads >= self.limit {
             return Err(Refusal::Bound(Bound::Reads));
@@ -513,20 +515,18 @@ impl Cursor {
         self.end.saturating_sub(self.pos)
     }
 
+    /// The next byte: the window's, inlined into the readers above it
+    /// (`uint`, `read_format`, LEB128, the interpreter's loop), with the
+    /// refill out of line, so that a read is one frame over the refill,
+    /// not three over the read (docs/design.md, "Stack use").
+    #[inline]
     fn u8<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<u8> {
         if self.pos >= self.end {
             return Err(Refusal::Malformed(self.at));
         }
         let mut i = self.pos.wrapping_sub(self.win_addr);
         if self.pos < self.win_addr || i >= self.win_len as u64 {
-            // Refill: up to WINDOW bytes, not past the region's end nor
-            // across a page boundary (the next page may be unmapped).
-            let to_page = PAGE - (self.pos & (PAGE - 1));
-            let len = self.left().min(to_page).min(self.chunk) as usize;
-            let buf = self.win.get_mut(..len).ok_or(Refusal::Malformed(self.at))?;
-            r.read(self.pos, buf, self.at)?;
-            self.win_addr = self.pos;
-            self.win_len = len;
+            self.refill(r)?;
             i = 0;
         }
         let b = *self
@@ -537,7 +537,23 @@ impl Cursor {
         Ok(b)
     }
 
+    /// Fill the window from `pos`: up to WINDOW bytes, not past the
+    /// region's end nor across a page boundary (the next page may be
+    /// unmapped).
+    #[inline(never)]
+    #[cold]
+    fn refill<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<()> {
+        let to_page = PAGE - (self.pos & (PAGE - 1));
+        let len = self.left().min(to_page).min(self.chunk) as usize;
+        let buf = self.win.get_mut(..len).ok_or(Refusal::Malformed(self.at))?;
+        r.read(self.pos, buf, self.at)?;
+        self.win_addr = self.pos;
+        self.win_len = len;
+        Ok(())
+    }
+
     /// `n` bytes little-endian (n <= 8).
+    #[inline]
     fn uint<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, n: u32) -> Res<u64> {
         let mut v = 0u64;
         for k in 0..n.min(8) {
@@ -546,13 +562,10 @@ impl Cursor {
         Ok(v)
     }
 
-    fn sint<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, n: u32) -> Res<i64> {
-        let v = self.uint(r, n)?;
-        let n = n.clamp(1, 8);
-        let shift = 64 - 8 * n;
-        Ok(((v << shift) as i64) >> shift)
-    }
-
+    // Out of line: the interpreter reads LEB128 numbers in some 20
+    // places, and each inlined copy (the byte read inlined in it) grew
+    // `Interp::run` by about 3 KiB.
+    #[inline(never)]
     fn uleb<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<u64> {
         let mut v = 0u64;
         for k in 0..10u32 {
@@ -565,6 +578,8 @@ impl Cursor {
         Err(Refusal::Malformed(self.at))
     }
 
+    // Out of line, as `uleb`.
+    #[inline(never)]
     fn sleb<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<i64> {
         let mut v = 0u64;
         for k in 0..10u32 {
@@ -646,21 +661,21 @@ fn read_format<M: UserBytes>(
     enc: u8,
     ws: WordSize,
 ) -> Res<u64> {
-    let at = c.at;
-    let v = match enc & 0x0f {
-        PE_ABSPTR => c.uint(r, ws.bytes() as u32)?,
-        PE_SIGNED => c.sint(r, ws.bytes() as u32)? as u64,
-        PE_ULEB128 => c.uleb(r)?,
-        PE_SLEB128 => c.sleb(r)? as u64,
-        PE_UDATA2 => c.uint(r, 2)?,
-        PE_UDATA4 => c.uint(r, 4)?,
-        PE_UDATA8 => c.uint(r, 8)?,
-        PE_SDATA2 => c.sint(r, 2)? as u64,
-        PE_SDATA4 => c.sint(r, 4)? as u64,
-        PE_SDATA8 => c.sint(r, 8)? as u64,
-        _ => return Err(Refusal::UnsupportedEncoding(at, enc)),
-    };
-    Ok(v)
+    match enc & 0x0f {
+        PE_ULEB128 => return c.uleb(r),
+        PE_SLEB128 => return Ok(c.sleb(r)? as u64),
+        _ => {}
+    }
+    // The fixed sizes: one read of `n` bytes (inlined, over the window's
+    // refill: no frame of its own under this one), sign-extended for the
+    // `sdata` formats and `signed`.
+    let n = fixed_size(enc, ws).ok_or(Refusal::UnsupportedEncoding(c.at, enc))?;
+    let v = c.uint(r, n)?;
+    if enc & PE_SIGNED == 0 {
+        return Ok(v);
+    }
+    let shift = 64 - 8 * n.clamp(1, 8);
+    Ok((((v << shift) as i64) >> shift) as u64)
 }
 
 /// Read an encoded pointer.  `datarel` is the base of `DW_EH_PE_datarel`
@@ -1050,10 +1065,6 @@ pub struct Row {
 }
 
 impl Row {
-    /// An empty `DW_CFA_remember_state` stack: a constant, so that
-    /// [`Interp::new`] copies it into place instead of building it in a
-    /// temporary of its own on the kernel stack first.
-    const INITIAL_STACK: [Row; MAX_STATE_DEPTH] = [Row::INITIAL; MAX_STATE_DEPTH];
     const INITIAL: Row = Row {
         cfa: Cfa::RegOffset(0, 0),
         ra: Rule::Unmentioned,
@@ -1215,8 +1226,14 @@ pub trait RowSink {
     fn row(&mut self, loc: u64, row: Res<Row>) -> Res<()>;
 }
 
-/// The interpreter's state.
-struct Interp<'s> {
+/// The interpreter's state, in storage its caller keeps: with its
+/// `DW_CFA_remember_state` stack, 752 bytes, too many for the kernel stack
+/// under a walk (the kernel keeps one per mm, in the cache whose mutex the
+/// walk holds while compiling; docs/design.md, "Stack use").  What it holds
+/// between uses does not matter: each use sets every field it reads, and
+/// reads a slot of the remember-state stack only after writing it, so one
+/// `Scratch` serves any number of compilations, one at a time.
+pub struct Scratch {
     arch: Arch,
     ws: WordSize,
     code_align: u64,
@@ -1225,13 +1242,74 @@ struct Interp<'s> {
     ptr_enc: u8,
     row: Row,
     initial: Row,
+    /// Slots `..depth` are the remembered rows; the others are stale.
     stack: [Row; MAX_STATE_DEPTH],
     depth: usize,
     loc: u64,
     target: u64,
     ops: u32,
+}
+
+impl Scratch {
+    /// A scratch, by value (the host's and the KUnit tests' way; on the
+    /// kernel stack it would be the frame this type keeps off it: the
+    /// kernel allocates it and uses [`Scratch::init`]).
+    #[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
+    pub const fn new() -> Self {
+        Self::EMPTY
+    }
+
+    /// Initialise `slot` in place (a copy of a constant, with no temporary
+    /// on the stack), for a caller that allocates it uninitialised.
+    pub fn init(slot: &mut MaybeUninit<Scratch>) -> &mut Scratch {
+        slot.write(Self::EMPTY)
+    }
+
+    const EMPTY: Scratch = Scratch {
+        arch: Arch::X86_64,
+        ws: WordSize::W8,
+        code_align: 0,
+        data_align: 0,
+        ra_reg: 0,
+        ptr_enc: 0,
+        row: Row::INITIAL,
+        initial: Row::INITIAL,
+        stack: [Row::INITIAL; MAX_STATE_DEPTH],
+        depth: 0,
+        loc: 0,
+        target: 0,
+        ops: 0,
+    };
+}
+
+#[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
+impl Default for Scratch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The interpreter: its state ([`Scratch`], the caller's) and where the
+/// rows go.  Its fields are the state's, through `Deref`.
+struct Interp<'s> {
+    st: &'s mut Scratch,
     /// [`compile`]: where each row goes as the location advances.
     sink: Option<&'s mut dyn RowSink>,
+}
+
+impl core::ops::Deref for Interp<'_> {
+    type Target = Scratch;
+    #[inline(always)]
+    fn deref(&self) -> &Scratch {
+        self.st
+    }
+}
+
+impl core::ops::DerefMut for Interp<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Scratch {
+        self.st
+    }
 }
 
 impl Interp<'_> {
@@ -1278,8 +1356,9 @@ impl Interp<'_> {
             return Ok(false);
         }
         if loc > self.loc {
+            let (at, row) = (self.st.loc, self.st.row);
             if let Some(sink) = self.sink.as_deref_mut() {
-                sink.row(self.loc, Ok(self.row))?;
+                sink.row(at, Ok(row))?;
             }
         }
         self.loc = loc;
@@ -1394,12 +1473,13 @@ impl Interp<'_> {
                 self.set(reg, Rule::Register(reg16(src)));
             }
             CFA_REMEMBER_STATE => {
-                let slot = self
+                let st = &mut *self.st;
+                let slot = st
                     .stack
-                    .get_mut(self.depth)
+                    .get_mut(st.depth)
                     .ok_or(Refusal::Bound(Bound::StateDepth))?;
-                *slot = self.row;
-                self.depth += 1;
+                *slot = st.row;
+                st.depth += 1;
             }
             CFA_RESTORE_STATE => {
                 let depth = self
@@ -1520,7 +1600,9 @@ pub fn row_at<M: UserBytes>(r: &mut Reader<'_, M>, fde: &Fde, ws: WordSize, pc: 
         return Err(Refusal::NoFde);
     }
     Interp::check(fde, ws)?;
-    let mut it = Interp::new(fde, ws, pc, None);
+    // Test-only: a state of its own, on the stack.
+    let mut st = Scratch::EMPTY;
+    let mut it = Interp::start(&mut st, fde, ws, pc, None);
     it.run(r, fde.cie_insns.0, fde.cie_insns.1, true)?;
     it.initial = it.row;
     it.depth = 0;
@@ -1538,30 +1620,31 @@ impl<'s> Interp<'s> {
         Ok(())
     }
 
-    /// The interpreter at the start of `fde` (which passed [`Self::check`]).
-    /// Infallible and inlined, so that the state (the largest value on the
-    /// table walk's stack: 752 bytes with its remember-state stack) is
-    /// built once, in its caller's frame, not in a `Result` that is then
-    /// moved (docs/design.md, "Stack use").
+    /// The interpreter at the start of `fde` (which passed [`Self::check`]),
+    /// its state in `st`: every field set but the remember-state stack,
+    /// whose slots are written before they are read (so a stale scratch
+    /// gives the same rows as a new one).
     #[inline(always)]
-    fn new(fde: &Fde, ws: WordSize, target: u64, sink: Option<&'s mut dyn RowSink>) -> Self {
-        let arch = Arch::of(ws);
-        Interp {
-            arch,
-            ws,
-            code_align: fde.code_align,
-            data_align: fde.data_align,
-            ra_reg: fde.ra_reg,
-            ptr_enc: fde.ptr_enc,
-            row: Row::INITIAL,
-            initial: Row::INITIAL,
-            stack: Row::INITIAL_STACK,
-            depth: 0,
-            loc: fde.pc_begin,
-            target,
-            ops: 0,
-            sink,
-        }
+    fn start(
+        st: &'s mut Scratch,
+        fde: &Fde,
+        ws: WordSize,
+        target: u64,
+        sink: Option<&'s mut dyn RowSink>,
+    ) -> Self {
+        st.arch = Arch::of(ws);
+        st.ws = ws;
+        st.code_align = fde.code_align;
+        st.data_align = fde.data_align;
+        st.ra_reg = fde.ra_reg;
+        st.ptr_enc = fde.ptr_enc;
+        st.row = Row::INITIAL;
+        st.initial = Row::INITIAL;
+        st.depth = 0;
+        st.loc = fde.pc_begin;
+        st.target = target;
+        st.ops = 0;
+        Interp { st, sink }
     }
 }
 
@@ -1583,12 +1666,14 @@ pub fn transient(refusal: Refusal) -> bool {
 /// `loc` is what [`row_at`] answers for every pc from `loc` on (the
 /// instruction it stops at is run for all of them).  A [`transient`]
 /// refusal, or an error of `sink`, is returned instead: nothing about the
-/// FDE may be remembered then.
+/// FDE may be remembered then.  The interpreter's state is in `scratch`
+/// (what it held before does not matter), not in this function's frame.
 pub fn compile<M: UserBytes>(
     r: &mut Reader<'_, M>,
     fde: &Fde,
     ws: WordSize,
     sink: &mut dyn RowSink,
+    scratch: &mut Scratch,
 ) -> Res<()> {
     if fde.pc_end <= fde.pc_begin {
         return Ok(());
@@ -1596,7 +1681,7 @@ pub fn compile<M: UserBytes>(
     let target = fde.pc_end - 1;
     let res = match Interp::check(fde, ws) {
         Ok(()) => {
-            let mut it = Interp::new(fde, ws, target, Some(&mut *sink));
+            let mut it = Interp::start(scratch, fde, ws, target, Some(&mut *sink));
             let res = it
                 .run(r, fde.cie_insns.0, fde.cie_insns.1, true)
                 .and_then(|()| {

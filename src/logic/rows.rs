@@ -614,13 +614,15 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
     /// Compile the FDE of `pc` by the object's `.eh_frame_hdr` `hdr` and
     /// remember it; its row for `pc`.  A pc no FDE covers is remembered as
     /// refused.  A [`cfi::transient`] refusal is returned and nothing is
-    /// remembered.
+    /// remembered.  The interpreter's state is kept in `scratch` (see
+    /// [`cfi::compile`]).
     pub fn fill<M: UserBytes>(
         &mut self,
         r: &mut Reader<'_, M>,
         hdr: &Hdr,
         ws: WordSize,
         pc: u64,
+        scratch: &mut cfi::Scratch,
     ) -> Result<Found, Refusal> {
         let fde = cfi::search_range(r, hdr, ws, pc)
             .and_then(|(at, found)| Ok((cfi::read_fde(r, hdr.eh_frame, at, ws)?, found)));
@@ -631,7 +633,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
             Err(e) if cfi::transient(e) => return Err(e),
             Err(e) => FdeOrNone::None(pc, e),
         };
-        self.insert(r, &what, ws)?;
+        self.insert(r, &what, ws, scratch)?;
         self.lookup(pc).ok_or(Refusal::Bound(Bound::Memory))
     }
 
@@ -641,6 +643,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
         r: &mut Reader<'_, M>,
         fde: &FdeOrNone,
         ws: WordSize,
+        scratch: &mut cfi::Scratch,
     ) -> Result<(), Refusal> {
         let first = self.rows.items().len();
         let first32 = u32::try_from(first).map_err(|_| Refusal::Bound(Bound::Memory))?;
@@ -656,7 +659,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
                     arch,
                     count: 0,
                 };
-                if let Err(e) = cfi::compile(r, fde, ws, &mut sink) {
+                if let Err(e) = cfi::compile(r, fde, ws, &mut sink, scratch) {
                     self.rows.truncate(first);
                     return Err(e);
                 }
