@@ -137,7 +137,7 @@ pub unsafe extern "C" fn unwind_deferred_cancel(work: *mut bindings::unwind_work
 #[no_mangle]
 pub unsafe extern "C" fn unwind_deferred_task_exit(task: *mut bindings::task_struct) {
     let current = current!();
-    if warn_on_once!(current.as_ptr() != task) {
+    if kernel::warn_on_once!(current.as_ptr() != task) {
         return;
     }
     deferred::task_exit(current)

@@ -56,7 +56,10 @@ bool unwind_user_is_user_task(struct task_struct *task);
 typedef void (*unwind_thread_fn)(struct task_struct *t, void *data);
 void unwind_user_visit_threads(unwind_thread_fn fn, void *data);
 
+#ifndef __BINDGEN__
+/* Rust declares it as a per-CPU symbol (cookie.rs), not bindgen's plain u32. */
 DECLARE_PER_CPU(u32, unwind_ctx_ctr);
+#endif
 extern struct srcu_struct unwind_srcu;
 extern struct mutex unwind_callback_mutex;
 
