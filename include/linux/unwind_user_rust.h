@@ -68,8 +68,8 @@ extern struct mutex unwind_callback_mutex;
 extern bool unwind_user_tables;
 /* The per-mm cap of compiled rows, in KiB (sysctl). */
 extern unsigned int unwind_user_tables_max_kb;
-/* Rust: counter @i's name and *@val, NULL past the last. */
-const char *unwind_user_tables_stat(unsigned int i, u64 *val);
+/* Rust: create debugfs unwind_user/stats (kernel::debugfs); 0 or -errno. */
+int unwind_user_tables_debugfs_init(void);
 /* Rust: free @mm's compiled rows (no task uses @mm any more). */
 void unwind_user_mm_exit(struct mm_struct *mm);
 static inline void unwind_user_mm_init(struct mm_struct *mm)
