@@ -27,6 +27,7 @@ use kernel::{
         Allocator, NumaNode,
     },
     bindings,
+    bitmap::Bitmap,
     prelude::*,
     sync::atomic::{Atomic, Relaxed},
     task::CurrentTask,
@@ -182,20 +183,28 @@ impl<'a> Completed<'a> {
         unsafe { Atomic::from_ptr(self.0) }.load(Relaxed)
     }
 
+    /// The word as the kernel crate's [`Bitmap`], for its atomic bit
+    /// operations.
+    fn bitmap(self) -> &'a Bitmap {
+        // SAFETY: By the type invariant the word is a valid, initialised
+        // `unsigned long` (`usize::BITS` bits, far below `i32::MAX`) that
+        // outlives `'a`; Rust changes it only with atomic operations (the
+        // C inline `unwind_reset_info()` zeroes it on the task's own return
+        // to user space, as upstream does).
+        unsafe { Bitmap::from_raw(self.0, usize::BITS as usize) }
+    }
+
     /// Set bit `nr`; nothing if it is not a bit of the word.
     pub(crate) fn set(self, nr: u32) {
         if nr < usize::BITS {
-            // SAFETY: By the type invariant the word is valid; `nr` is one
-            // of its bits (checked above).
-            unsafe { bindings::set_bit(nr as usize, self.0) }
+            self.bitmap().set_bit_atomic(nr as usize);
         }
     }
 
     /// Clear bit `nr`; nothing if it is not a bit of the word.
     pub(crate) fn clear(self, nr: u32) {
         if nr < usize::BITS {
-            // SAFETY: As for `set`.
-            unsafe { bindings::clear_bit(nr as usize, self.0) }
+            self.bitmap().clear_bit_atomic(nr as usize);
         }
     }
 }

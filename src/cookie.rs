@@ -16,18 +16,21 @@
 use crate::logic::cookie::{self as rule, Cell32};
 use crate::task::{CurrentInfo, Info};
 use kernel::{
-    bindings,
     cpu::CpuId,
     interrupt::LocalInterruptDisabled,
-    percpu::PerCpu,
+    percpu::{ExternStaticPerCpuSymbol, StaticPerCpu},
     sync::atomic::{Atomic, Relaxed},
 };
+
+// `DEFINE_PER_CPU(u32, unwind_ctx_ctr)` in shim.c (hidden from bindgen,
+// which would make it a plain `u32`).
+kernel::declare_extern_per_cpu!(unwind_ctx_ctr: u32);
 
 /// The per-CPU count of the last cookie made on each CPU.
 // SAFETY: `unwind_ctx_ctr` is `DEFINE_PER_CPU(u32, ...)` in shim.c, zero on
 // every CPU at boot and never freed; `Atomic<u32>` has the layout of `u32`.
-static CTX_CTR: PerCpu<Atomic<u32>> =
-    unsafe { PerCpu::from_raw((&raw const bindings::unwind_ctx_ctr).cast_mut().cast()) };
+static CTX_CTR: StaticPerCpu<Atomic<u32>> =
+    unsafe { StaticPerCpu::new(ExternStaticPerCpuSymbol::ptr(&raw const unwind_ctx_ctr).cast()) };
 
 /// The cells are only shared between a task and the interrupts and NMIs
 /// of its own CPU (and the task itself after migrating, which implies full
@@ -92,17 +95,17 @@ pub(crate) fn read(current: CurrentInfo<'_>) -> u64 {
 #[kernel::prelude::kunit_tests(unwind_rust_cookie)]
 mod tests {
     use super::*;
-    use kernel::preempt::with_irqs_disabled;
+    use kernel::interrupt::with_local_interrupt_disabled;
 
     #[test]
     fn made_once_per_entry_and_unique() {
         // A task_info that is not current's: only its `id` is used here.
-        let mut ti = bindings::unwind_task_info::default();
+        let mut ti = kernel::bindings::unwind_task_info::default();
         // SAFETY: `ti` outlives every use of `info` in this test.
         let info = unsafe { Info::from_raw(&mut ti) };
         let (cpu, cnt) = halves(info);
         assert_eq!(rule::read(cpu, cnt), 0);
-        let (c1, again, c2, this) = with_irqs_disabled(|irq| {
+        let (c1, again, c2, this) = with_local_interrupt_disabled(|irq| {
             let c1 = get_for(info, irq);
             let again = get_for(info, irq);
             // Next entry (what unwind_reset_info() does): the next count

@@ -42,15 +42,17 @@ use crate::logic::mask::{self, Request, RESERVED};
 use crate::task::{self, CurrentInfo, Info};
 use kernel::{
     bindings,
-    preempt::{in_nmi, with_irqs_disabled},
+    interrupt::with_local_interrupt_disabled,
+    preempt::in_nmi,
     prelude::*,
     sync::{
         atomic::{Acquire, Atomic, Relaxed, Release},
         rcu,
         srcu::Srcu,
+        Mutex,
     },
     task::CurrentTask,
-    task_work::{NotifyMode, TaskWork},
+    task_work::TaskWork,
     types::Opaque,
 };
 
@@ -68,7 +70,7 @@ const NR_BITS: usize = usize::BITS as usize;
 pub(crate) struct Work(Opaque<bindings::unwind_work>);
 
 // SAFETY: See the type invariants: shared fields are atomics or written
-// before publication; registration is serialised by `CallbackLock`.
+// before publication; registration is serialised by [`callback_lock()`].
 unsafe impl Sync for Work {}
 
 impl Work {
@@ -119,40 +121,39 @@ fn bit_mask(bit: u32) -> usize {
 }
 
 /// The registered callbacks, indexed by bit; null where none.  Written
-/// under [`CallbackLock`], read by the task_work under [`srcu()`].
+/// under [`callback_lock()`], read by the task_work under [`srcu()`].
 static WORKS: [Atomic<*mut bindings::unwind_work>; NR_BITS] =
     [const { Atomic::new(core::ptr::null_mut()) }; NR_BITS];
 
-/// The bits given out (and the reserved bits).  Under [`CallbackLock`].
+/// The bits given out (and the reserved bits).  Under [`callback_lock()`].
 static REGISTERED: Atomic<usize> = Atomic::new(RESERVED);
 
 /// `unwind_srcu` from shim.c.
+///
+/// Why a C `DEFINE_SRCU()` and `Srcu::from_raw()`, not `Srcu::new()`:
+/// `new()` initialises at run time into pinned memory, which a `static`
+/// could only get from an initcall, and the state must be ready before
+/// any task_work can run; `DEFINE_SRCU()` is initialised at build time.
 fn srcu() -> &'static Srcu {
     // SAFETY: `unwind_srcu` is a `DEFINE_SRCU()`, initialised at build
-    // time and never cleaned up; `Srcu` is a transparent wrapper of
-    // `srcu_struct`.
-    unsafe { &*(&raw const bindings::unwind_srcu).cast::<Srcu>() }
+    // time, never cleaned up, and used only through `Srcu`.
+    unsafe { Srcu::from_raw(&raw mut bindings::unwind_srcu) }
 }
 
-/// Holds `unwind_callback_mutex` from shim.c.
-struct CallbackLock;
-
-impl CallbackLock {
-    fn lock() -> Self {
-        // SAFETY: `unwind_callback_mutex` is a static `DEFINE_MUTEX()`,
-        // valid forever.  Only `init()` and `cancel()` take it, which the C
-        // API restricts to process context, so sleeping here is allowed;
-        // the guard unlocks it in `drop` in this same task.
-        unsafe { bindings::mutex_lock(&raw mut bindings::unwind_callback_mutex) };
-        CallbackLock
-    }
-}
-
-impl Drop for CallbackLock {
-    fn drop(&mut self) {
-        // SAFETY: Locked by `lock()` in this task.
-        unsafe { bindings::mutex_unlock(&raw mut bindings::unwind_callback_mutex) };
-    }
+/// `unwind_callback_mutex` from shim.c, which serialises registering and
+/// cancelling callbacks.
+///
+/// Why a C `DEFINE_MUTEX()` and `Mutex::from_raw()` (7.3's `Lock::from_raw()`), not
+/// `kernel::sync::global_lock!`: a global lock must be `init()`ed at run
+/// time before its first use, and the first use is `perf_event_init()`
+/// registering perf's callback from `start_kernel()`, before any initcall
+/// of this built-in object could run; `DEFINE_MUTEX()` is initialised at
+/// build time.  It guards no data of its own (the registry is atomics),
+/// so `Mutex<()>` is all `global_lock!` would give anyway.
+fn callback_lock() -> &'static Mutex<()> {
+    // SAFETY: `unwind_callback_mutex` is a static `DEFINE_MUTEX()`, valid
+    // and initialised forever.
+    unsafe { Mutex::<()>::from_raw(&raw mut bindings::unwind_callback_mutex) }
 }
 
 /// `unwind_deferred_init()`: register `work` to call `func`.
@@ -164,7 +165,7 @@ impl Drop for CallbackLock {
 ///
 /// `work` stays valid until [`cancel`] has returned for it.
 pub(crate) unsafe fn init(work: &Work, func: bindings::unwind_callback_t) -> Result {
-    let _lock = CallbackLock::lock();
+    let _lock = callback_lock().lock();
     let raw = work.as_raw();
     // A registered work is in the table; re-initialising it would lose
     // its bit while tasks may still have it set.
@@ -179,11 +180,7 @@ pub(crate) unsafe fn init(work: &Work, func: bindings::unwind_callback_t) -> Res
     // SAFETY: `work` is valid (caller's duty) and not in `WORKS`, so no
     // task_work reads `list` or `func`; `bit` is only written atomically.
     unsafe {
-        let list = &raw mut (*raw).list;
-        list.write(bindings::list_head {
-            next: list,
-            prev: list,
-        });
+        bindings::INIT_LIST_HEAD(&raw mut (*raw).list);
         (&raw mut (*raw).func).write(func);
     }
     REGISTERED.store(used, Relaxed);
@@ -219,7 +216,7 @@ pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
         return Err(EINVAL);
     }
     // The cookie claim is a cmpxchg, which NMI context needs to be safe.
-    if !cfg!(CONFIG_ARCH_HAVE_NMI_SAFE_CMPXCHG) && warn_on_once!(in_nmi()) {
+    if !cfg!(CONFIG_ARCH_HAVE_NMI_SAFE_CMPXCHG) && kernel::warn_on_once!(in_nmi()) {
         return Err(EINVAL);
     }
     let current = CurrentInfo::new(task);
@@ -232,7 +229,7 @@ pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
     // no request can set the bit any more, and a new work given the bit is
     // never called for a request of the old one.  (An explicit
     // `rcu_read_lock()` would say the same with two more calls.)
-    with_irqs_disabled(|irq_off| {
+    with_local_interrupt_disabled(|irq_off| {
         let bit = bit_mask(work.bit().ok_or(EINVAL)?);
         let cookie = cookie::get(current, irq_off);
         // The common case, a repeat in the same entry, stays short; the
@@ -249,11 +246,6 @@ pub(crate) fn request(task: &CurrentTask, work: &Work) -> Result<Requested> {
 /// between).
 #[inline(never)]
 fn first_request(current: CurrentInfo<'_>, bit: usize) -> Result<bool> {
-    let mode = if in_nmi() {
-        NotifyMode::NmiCurrent
-    } else {
-        NotifyMode::Resume
-    };
     match mask::request(&current.info().mask(), bit) {
         Request::AlreadyRequested => Ok(true),
         Request::Joined => Ok(false),
@@ -264,10 +256,9 @@ fn first_request(current: CurrentInfo<'_>, bit: usize) -> Result<bool> {
             // before queueing, and cleared by the task_work after
             // `task_work_run()` took it off the list (the exit path cancels
             // it while PF_EXITING, which refuses requests, is set).
-            // `TWA_NMI_CURRENT` is for current, which it is.
-            if let Err(e) = unsafe { current.work().queue_on_current(mode) } {
+            if let Err(e) = unsafe { current.work().queue_on_current() } {
                 // Cannot happen: current is not exiting.
-                warn_on_once!(true);
+                kernel::warn_on_once!(true);
                 mask::queue_failed(&current.info().mask());
                 return Err(e);
             }
@@ -285,7 +276,7 @@ fn first_request(current: CurrentInfo<'_>, bit: usize) -> Result<bool> {
 /// queue the `callback_head` again while it is still on the list).
 unsafe fn process(task: &CurrentTask) {
     let current = CurrentInfo::new(task);
-    if warn_on_once!(!mask::is_pending(&current.info().mask())) {
+    if kernel::warn_on_once!(!mask::is_pending(&current.info().mask())) {
         return;
     }
     // The walk first, outside the SRCU section: it may fault pages in and
@@ -308,7 +299,7 @@ unsafe fn process(task: &CurrentTask) {
     // new work is never called for the old one's request.
     let _srcu = srcu().read_lock();
     let Some(mut bits) = mask::take_pending(&current.info().mask()) else {
-        warn_on_once!(true);
+        kernel::warn_on_once!(true);
         return;
     };
     let completed = cache::completed(current);
@@ -358,18 +349,17 @@ pub(crate) fn task_exit(task: &CurrentTask) {
     // SAFETY: `task` is current; only current changes its own `flags`
     // (others only set unrelated bits atomically).
     let exiting = unsafe { (*task.as_ptr()).flags } & bindings::PF_EXITING != 0;
-    if warn_on_once!(!exiting) || !mask::is_pending(&current.info().mask()) {
+    if kernel::warn_on_once!(!exiting) || !mask::is_pending(&current.info().mask()) {
         return;
     }
     // SAFETY: `PF_EXITING` is set (checked above).
     unsafe { process(task) };
-    // SAFETY: `task` is current, hence valid.
-    unsafe { current.work().cancel(task.as_ptr()) };
+    current.work().cancel(task);
 }
 
 /// `unwind_deferred_cancel()`: unregister `work`.  Process context.
 pub(crate) fn cancel(work: &Work) {
-    let _lock = CallbackLock::lock();
+    let _lock = callback_lock().lock();
     let Some(bit) = work.bit() else {
         return;
     };
@@ -447,7 +437,7 @@ pub(crate) unsafe fn task_free(task: *mut bindings::task_struct) {
     unsafe {
         let info = Info::of(task);
         cache::free(info);
-        TaskWork::from_raw(info.work_ptr()).cancel(task);
+        TaskWork::from_raw(info.work_ptr()).cancel_raw(task);
     }
 }
 

@@ -137,7 +137,7 @@ pub unsafe extern "C" fn unwind_deferred_cancel(work: *mut bindings::unwind_work
 #[no_mangle]
 pub unsafe extern "C" fn unwind_deferred_task_exit(task: *mut bindings::task_struct) {
     let current = current!();
-    if warn_on_once!(current.as_ptr() != task) {
+    if kernel::warn_on_once!(current.as_ptr() != task) {
         return;
     }
     deferred::task_exit(current)
@@ -165,25 +165,14 @@ pub unsafe extern "C" fn unwind_task_free(task: *mut bindings::task_struct) {
     unsafe { deferred::task_free(task) }
 }
 
-/// Counter `i` of the unwind tables (debugfs `unwind_user/stats`): its
-/// name, with its value in `*val`, or NULL past the last counter.
-///
-/// # Safety
-///
-/// `val` must be valid for writing.
+/// Create debugfs `unwind_user/stats`; called once, by a late initcall
+/// in `shim.c`.  Returns 0 or a negative errno.
 #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
 #[no_mangle]
-pub unsafe extern "C" fn unwind_user_tables_stat(
-    i: c_uint,
-    val: *mut u64,
-) -> *const kernel::ffi::c_char {
-    match crate::tables::stat(i as usize) {
-        Some((name, v)) => {
-            // SAFETY: `val` is valid for writing (caller's duty).
-            unsafe { val.write(v) };
-            name.as_char_ptr()
-        }
-        None => core::ptr::null(),
+pub extern "C" fn unwind_user_tables_debugfs_init() -> c_int {
+    match crate::tables::debugfs_init() {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
     }
 }
 
@@ -222,8 +211,8 @@ const _: () = {
     let _: [TaskFn; 2] = [unwind_task_free, bindings::unwind_task_free];
     #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
     {
-        type Stat = unsafe extern "C" fn(c_uint, *mut u64) -> *const kernel::ffi::c_char;
-        let _: [Stat; 2] = [unwind_user_tables_stat, bindings::unwind_user_tables_stat];
+        let _: extern "C" fn() -> c_int = unwind_user_tables_debugfs_init;
+        let _: unsafe extern "C" fn() -> c_int = bindings::unwind_user_tables_debugfs_init;
         type MmExit = unsafe extern "C" fn(*mut bindings::mm_struct);
         let _: [MmExit; 2] = [unwind_user_mm_exit, bindings::unwind_user_mm_exit];
     }

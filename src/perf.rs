@@ -213,7 +213,7 @@ pub extern "C" fn perf_callchain_deferred_init() {
     // means no deferred callchains.
     // SAFETY: `PERF_WORK` is static, valid forever.
     let r = unsafe { deferred::init(&PERF_WORK, Some(deferred_callback)) };
-    warn_on_once!(r.is_err());
+    kernel::warn_on_once!(r.is_err());
 }
 
 // Each function has the type of its C prototype.

@@ -4,7 +4,6 @@
  * user context of current read with the arch hooks of <asm/unwind_user.h>.
  * Everything else is in the Rust files next to this one.
  */
-#include <linux/debugfs.h>
 #include <linux/kstrtox.h>
 #include <linux/mmap_lock.h>
 #include <linux/mm_types.h>
@@ -13,7 +12,6 @@
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task_stack.h>
-#include <linux/seq_file.h>
 #include <linux/srcu.h>
 #include <linux/sysctl.h>
 #include <linux/unwind_user.h>
@@ -139,24 +137,10 @@ late_initcall(unwind_user_tables_sysctl);
 #endif
 
 #ifdef CONFIG_DEBUG_FS
-static int unwind_user_stats_show(struct seq_file *m, void *v)
-{
-	const char *name;
-	unsigned int i;
-	u64 val;
-
-	for (i = 0; (name = unwind_user_tables_stat(i, &val)); i++)
-		seq_printf(m, "%s %llu\n", name, val);
-	return 0;
-}
-DEFINE_SHOW_ATTRIBUTE(unwind_user_stats);
-
+/* unwind_user/stats, a kernel::debugfs file made by tables.rs. */
 static int __init unwind_user_tables_debugfs(void)
 {
-	struct dentry *dir = debugfs_create_dir("unwind_user", NULL);
-
-	debugfs_create_file("stats", 0400, dir, NULL, &unwind_user_stats_fops);
-	return 0;
+	return unwind_user_tables_debugfs_init();
 }
 late_initcall(unwind_user_tables_debugfs);
 #endif

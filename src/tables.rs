@@ -71,6 +71,7 @@ use core::pin::Pin;
 use kernel::{
     alloc::flags::GFP_KERNEL_ACCOUNT,
     bindings,
+    debugfs::Dir,
     fs::File,
     mm::{virt::VmaRef, MmWithUser, MmapReadGuard},
     new_mutex,
@@ -629,6 +630,35 @@ static STATS: [Atomic<u64>; NR_STATS] = [const { Atomic::new(0) }; NR_STATS];
 /// Counter `i`: its name and value, `None` past the last.
 pub(crate) fn stat(i: usize) -> Option<(&'static CStr, u64)> {
     Some((*NAMES.get(i)?, STATS.get(i)?.load(Relaxed)))
+}
+
+/// debugfs `unwind_user/stats`: a `name value` line per counter.
+struct Stats;
+
+impl core::fmt::Debug for Stats {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // `kernel::debugfs` ends the output with a newline.
+        let mut i = 0;
+        while let Some((name, val)) = stat(i) {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{} {}", name.to_str().unwrap_or("?"), val)?;
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Create debugfs `unwind_user/stats` (mode 0400), for the rest of the
+/// kernel's life.
+pub(crate) fn debugfs_init() -> Result {
+    let dir = Dir::new(c"unwind_user");
+    let file = KBox::pin_init(dir.read_only_file(c"stats", Stats), GFP_KERNEL)?;
+    // Never removed: the counters live as long as the kernel.  (The file
+    // holds a reference to its directory.)
+    core::mem::forget(file);
+    Ok(())
 }
 
 #[cfg(CONFIG_UNWIND_USER_RUST_KUNIT_TEST)]

@@ -182,6 +182,11 @@ pub(crate) fn has_mm(task: &CurrentTask) -> bool {
 
 /// A task's `atomic_long_t unwind_mask`, with the kernel's atomic ops.
 ///
+/// Why not `kernel::sync::atomic::Atomic<i64>`, as the other fields use:
+/// 7.3's `Atomic` has no `fetch_or()` or `fetch_andnot()` (nor public
+/// `try_cmpxchg()`), which the request and take-pending rules need; the
+/// `atomic64_*()` calls are the crate's own helpers (`rust/helpers/atomic.c`).
+///
 /// # Invariants
 ///
 /// `0` points to a valid `atomic_long_t` for `'a`.

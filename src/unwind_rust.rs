@@ -30,23 +30,6 @@
 /// The prefix of `pr_*!` messages (a built-in object has no `module!`).
 const __LOG_PREFIX: &[u8] = b"unwind_rust\0";
 
-/// `WARN_ON_ONCE()`: warn the first time `cond` is true at this place;
-/// evaluates to `cond`.
-macro_rules! warn_on_once {
-    ($cond:expr) => {{
-        let cond = $cond;
-        #[cfg(CONFIG_BUG)]
-        if cond {
-            // (Not `FLAGS`: `warn_flags!` defines that name in this block.)
-            const WARN_ON_ONCE_FLAGS: u32 =
-                kernel::bug::bugflag_taint(kernel::bindings::TAINT_WARN)
-                    | kernel::bindings::BUGFLAG_ONCE;
-            kernel::warn_flags!(file!(), WARN_ON_ONCE_FLAGS);
-        }
-        cond
-    }};
-}
-
 pub mod logic;
 
 mod cache;

@@ -56,7 +56,10 @@ bool unwind_user_is_user_task(struct task_struct *task);
 typedef void (*unwind_thread_fn)(struct task_struct *t, void *data);
 void unwind_user_visit_threads(unwind_thread_fn fn, void *data);
 
+#ifndef __BINDGEN__
+/* Rust declares it as a per-CPU symbol (cookie.rs), not bindgen's plain u32. */
 DECLARE_PER_CPU(u32, unwind_ctx_ctr);
+#endif
 extern struct srcu_struct unwind_srcu;
 extern struct mutex unwind_callback_mutex;
 
@@ -65,8 +68,8 @@ extern struct mutex unwind_callback_mutex;
 extern bool unwind_user_tables;
 /* The per-mm cap of compiled rows, in KiB (sysctl). */
 extern unsigned int unwind_user_tables_max_kb;
-/* Rust: counter @i's name and *@val, NULL past the last. */
-const char *unwind_user_tables_stat(unsigned int i, u64 *val);
+/* Rust: create debugfs unwind_user/stats (kernel::debugfs); 0 or -errno. */
+int unwind_user_tables_debugfs_init(void);
 /* Rust: free @mm's compiled rows (no task uses @mm any more). */
 void unwind_user_mm_exit(struct mm_struct *mm);
 static inline void unwind_user_mm_init(struct mm_struct *mm)

@@ -1,62 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
-/*
- * The Rust unwinder's two hot calls into C (kernel/unwind/rust/): here
- * rather than in its shim.c so that, with CONFIG_RUST_INLINE_HELPERS, they
- * are inlined into the Rust code like the other helpers: the frame read of
- * every step of the user-stack walk and the user-mode test of every
- * request.
- */
 
-#include <linux/ptrace.h>
-#include <linux/sched/task_stack.h>
-#include <linux/uaccess.h>
+#include <linux/unwind_user_rust_uaccess.h>
 
-/* Whether current entered the kernel from user mode (NMI-safe). */
 __rust_helper bool rust_helper_unwind_user_from_user_mode(void)
 {
-	return user_mode(task_pt_regs(current));
+	return unwind_user_from_user_mode();
 }
 
-/* Two adjacent words of @type at user address @addr, zero-extended. */
-#define UNWIND_USER_READ_PAIR(type)					\
-static __always_inline int unwind_user_read_pair_##type(unsigned long addr, \
-							 u64 *words)	\
-{									\
-	const type __user *w = (const type __user *)addr;		\
-	type a, b;							\
-									\
-	if (!user_read_access_begin(w, 2 * sizeof(*w)))			\
-		return -EFAULT;						\
-	unsafe_get_user(a, &w[0], fault);				\
-	unsafe_get_user(b, &w[1], fault);				\
-	user_read_access_end();						\
-	words[0] = a;							\
-	words[1] = b;							\
-	return 0;							\
-fault:									\
-	user_read_access_end();						\
-	return -EFAULT;							\
-}
-UNWIND_USER_READ_PAIR(u64)
-UNWIND_USER_READ_PAIR(u32)
-
-/**
- * rust_helper_unwind_user_read_frame - read two adjacent words of user memory
- * @addr: user address of the first word
- * @ws: word size: 8, or 4 for a compat task
- * @words: the two words, zero-extended
- *
- * A frame's saved frame pointer and return address, in one user-access
- * window, as upstream's walk reads them with two inline get_user()s.
- * Faults are fixed up like get_user()'s: a missing page is faulted in
- * where that is allowed.
- *
- * Return: 0, or -EFAULT.
- */
 __rust_helper int rust_helper_unwind_user_read_frame(unsigned long addr,
 						     unsigned int ws, u64 *words)
 {
-	might_fault();
-	return ws == 8 ? unwind_user_read_pair_u64(addr, words) :
-			 unwind_user_read_pair_u32(addr, words);
+	return unwind_user_read_frame(addr, ws, words);
 }

@@ -11,10 +11,20 @@
 //! C structure: it must stay valid until its function has started or
 //! [`TaskWork::cancel`] has removed it, and may not be queued twice.
 //!
+//! Why not binder's raw calls: 7.3's kernel crate has no task_work
+//! abstraction (`drivers/android/binder/deferred_close.rs` calls
+//! `init_task_work()` and `task_work_add()` through `bindings`), so this is
+//! not a copy of one.  What is safe here is what a caller can be given
+//! safely: the notification mode is chosen by context (no caller can pass
+//! `TWA_RESUME` in NMI), and cancel takes a [`Task`].  Queueing stays
+//! `unsafe`: that the `callback_head` is not queued already and outlives
+//! its run is a property of where the caller embeds it (here, in
+//! `task_struct`), which this type cannot see.
+//!
 //! # Examples
 //!
 //! ```ignore
-//! use kernel::task_work::{NotifyMode, TaskWork};
+//! use kernel::task_work::TaskWork;
 //!
 //! unsafe extern "C" fn run(_head: *mut kernel::bindings::callback_head) {}
 //!
@@ -25,21 +35,12 @@
 //! // SAFETY: Not queued.
 //! unsafe { work.init(run) };
 //! // SAFETY: Not queued; valid until `run` starts or `cancel()` removes it.
-//! unsafe { work.queue_on_current(NotifyMode::Resume) }?;
+//! unsafe { work.queue_on_current() }?;
+//! // Safe: any task, any time.
+//! work.cancel(current!());
 //! ```
 
 use crate::{bindings, error::to_result, prelude::*, task::Task, types::Opaque};
-
-/// How the task is told that work is queued.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub enum NotifyMode {
-    /// Run on the next return to user space (`TWA_RESUME`).
-    Resume = bindings::task_work_notify_mode_TWA_RESUME,
-    /// Like [`NotifyMode::Resume`], queued from NMI context on the current
-    /// task (`TWA_NMI_CURRENT`).
-    NmiCurrent = bindings::task_work_notify_mode_TWA_NMI_CURRENT,
-}
 
 /// The function a [`TaskWork`] runs; gets the work's `callback_head`.
 pub type TaskWorkFn = unsafe extern "C" fn(*mut bindings::callback_head);
@@ -92,25 +93,27 @@ impl TaskWork {
     /// Queue the work on the current task.
     ///
     /// Fails with `ESRCH` if the task is exiting and runs no more work.
-    /// With [`NotifyMode::NmiCurrent`] this may be called in NMI context.
+    /// May be called from any context, NMI included: the task is told with
+    /// `TWA_NMI_CURRENT` in NMI context (`TWA_RESUME` is not NMI-safe) and
+    /// with `TWA_RESUME` elsewhere; either way the work runs on the task's
+    /// next return to user space.
     ///
     /// # Safety
     ///
     /// The work was initialised with [`TaskWork::init`], is not queued,
     /// and stays valid until its function has started or
-    /// [`TaskWork::cancel`] has removed it.  In NMI context `mode` must be
-    /// [`NotifyMode::NmiCurrent`] (`TWA_RESUME` is not NMI-safe).
+    /// [`TaskWork::cancel`] has removed it.
     #[inline]
-    pub unsafe fn queue_on_current(&self, mode: NotifyMode) -> Result {
-        // SAFETY: `current` is a valid task; the work is the caller's to
-        // queue (see above), and `TWA_NMI_CURRENT` is used on current only.
-        let ret = unsafe {
-            bindings::task_work_add(
-                Task::current_raw(),
-                self.as_raw(),
-                mode as bindings::task_work_notify_mode,
-            )
+    pub unsafe fn queue_on_current(&self) -> Result {
+        let mode = if crate::preempt::in_nmi() {
+            bindings::task_work_notify_mode_TWA_NMI_CURRENT
+        } else {
+            bindings::task_work_notify_mode_TWA_RESUME
         };
+        // SAFETY: `current` is a valid task; the work is the caller's to
+        // queue (see above); `TWA_NMI_CURRENT` is used on current only,
+        // `TWA_RESUME` only outside NMI context.
+        let ret = unsafe { bindings::task_work_add(Task::current_raw(), self.as_raw(), mode) };
         // Success inline (this is on request paths, in NMIs too), the
         // error out of line.
         if ret == 0 {
@@ -123,12 +126,22 @@ impl TaskWork {
     /// Remove the work from `task`'s queue if it is still queued.
     ///
     /// Returns whether it was removed (then its function will not run).
+    /// Any task, any process or interrupt context (not NMI: it takes the
+    /// task's `pi_lock`).
+    #[inline]
+    pub fn cancel(&self, task: &Task) -> bool {
+        // SAFETY: A `&Task` is a valid task.
+        unsafe { self.cancel_raw(task.as_ptr()) }
+    }
+
+    /// [`TaskWork::cancel`] for a task the caller has only as a pointer
+    /// (a task being freed, which no `&Task` may name any more).
     ///
     /// # Safety
     ///
-    /// `task` is a valid task.
+    /// `task` is a valid `task_struct` for the duration of the call.
     #[inline]
-    pub unsafe fn cancel(&self, task: *mut bindings::task_struct) -> bool {
+    pub unsafe fn cancel_raw(&self, task: *mut bindings::task_struct) -> bool {
         // SAFETY: `task` is valid (caller's duty); the work is valid by
         // the type invariant.
         unsafe { bindings::task_work_cancel(task, self.as_raw()) }

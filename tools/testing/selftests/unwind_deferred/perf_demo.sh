@@ -50,7 +50,7 @@ grep -q " /sys/kernel/debug debugfs " /proc/mounts ||
 if [ -w "$TABLES" ]; then modes="0 1"; was=$(cat "$TABLES"); else modes=none; fi
 fail=0
 # A kernel built with unwind tables must have the switch (fail closed).
-if [ "$modes" = none ] && grep -q ' unwind_user_tables_stat$' /proc/kallsyms; then
+if [ "$modes" = none ] && grep -q ' unwind_user_mm_exit$' /proc/kallsyms; then
 	echo "FAIL: this kernel has unwind tables but no $TABLES"
 	fail=1
 fi
