@@ -912,8 +912,9 @@ def main():
         for ext in ('svg', 'png'):
             fig.savefig(os.path.join(a.dir, 'bench.' + ext))
     e2e_chart(e2e_table, a.dir, meta)
-    print('\n%s/bench.{csv,json,svg,png}%s%s' % (
-        a.dir, ', bench-e2e.{svg,png}' if e2e_table else '', ', bench-tables.md' if md else ''))
+    print('\n%s/bench.{csv,json%s}%s%s' % (
+        a.dir, ',svg,png' if shown else '', ', bench-e2e.{svg,png}' if e2e_table else '',
+        ', bench-tables.md' if md else ''))
 
 
 if __name__ == '__main__':

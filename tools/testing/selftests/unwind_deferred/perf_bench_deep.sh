@@ -25,8 +25,10 @@
 # its task_work's deferred walks included, perf's own work not; under QEMU
 # -icount, guest instructions); samples, deferred, lost: perf report
 # --stats' totals; bytes: perf.data's size; report_us and report_cpu_us:
-# the wall and CPU time of perf report --stdio over the file (under
-# -icount, instructions: for dwarf, perf unwinds every sample then; for
+# the wall and CPU time of perf report --stdio --no-inline over the file
+# (no addr2line in the guest; otherwise perf's defaults: call graphs and
+# children), with its fixed start (kallsyms, the objects' symbols); under
+# -icount, instructions (for dwarf, perf unwinds every sample then; for
 # fp,defer it joins each sample with its deferred record); stacks, depth,
 # main: from perf script (deferred records merged into their samples, as
 # perf report does), the workload's samples, the median number of user
@@ -161,6 +163,7 @@ run() {	# mode
 	rm -f cpu.us rep.us rep.cpu
 	case $m in
 	none)
+		sleep 0.2
 		"$CPU_TIME" cpu.us "$W" "$rounds" >$m.out 2>$m.err || return 1
 		echo "BENCH_DEEP mode=$m freq=- rounds=$rounds cpu_us=$(cat cpu.us) samples=- deferred=-" \
 			"lost=- bytes=- report_us=- report_cpu_us=- stacks=- depth=- main=-"
