@@ -25,6 +25,16 @@ over its unprofiled time, tables on over off, the cost per sample, the
 bytes per sample and the compiled rows' bytes; ratios per boot, then
 median [min-max].
 
+The frameless deep program's section comes from "BENCH_DEEP mode=M ..."
+lines (perf_bench_deep.sh: deep_workload, 150 frames without frame
+pointers, unprofiled, under perf record -F 4000 --call-graph fp,defer
+with the tables off and on (C kernel: fp, frame pointers) and with
+dwarf): per mode and kernel, CPU time over unprofiled, CPU, perf.data
+bytes and perf report time per sample, the median user stack depth and
+the share of stacks reaching main; ratios (tables on / off; dwarf /
+fp,defer) per boot, then median [min-max].  bench.json's "e2e_deep";
+absent when no log has the section.
+
 bench.json's meta names the run: its date (the newest log's time unless
 --date), the commit its kernels were built from (--commit, which
 bench.sh takes before building them; else git's HEAD now) and the kernel
@@ -619,6 +629,128 @@ def real_print(rows):
         print('%-40s %26s %26s' % (r['metric'], fmt(r, 'c'), fmt(r, 'rust')))
 
 
+DEEP_LINE = re.compile(r'BENCH_DEEP (.*)$')
+# The profiled modes of perf_bench_deep.sh: fp,defer with the tables off
+# and on (Rust kernel), fp,defer on a kernel without tables (C: frame
+# pointers), dwarf; the mode dwarf is compared with on the kernel's own
+# fp,defer (tables on for Rust).
+DEEP_MODES = ('off', 'on', 'fp', 'dwarf')
+
+
+def deep_runs_of(log):
+    """{mode: {field: float or None}} of one boot's BENCH_DEEP lines."""
+    out = {}
+    if not os.path.exists(log):
+        return out
+    with open(log, errors='replace') as f:
+        for line in f:
+            m = DEEP_LINE.search(line)
+            if not m:
+                continue
+            kv = dict(x.split('=', 1) for x in m.group(1).split() if '=' in x)
+            try:
+                vals = {k: (None if v == '-' else float(v)) for k, v in kv.items()
+                        if k != 'mode'}
+            except ValueError:
+                print('warning: %s: cut line dropped: %s' % (log, line.strip()),
+                      file=sys.stderr)
+                continue
+            out[kv.get('mode')] = vals
+    return out
+
+
+def deep_metrics_of(log):
+    """{metric: value} of one boot's frameless deep runs: figures per mode
+    and ratios within the boot."""
+    runs = deep_runs_of(log)
+    out = {}
+    none = runs.get('none', {}).get('cpu_us')
+    if not none:
+        return out
+    out['unprofiled CPU ms'] = none / 1000
+    per = {}
+    for m in DEEP_MODES:
+        r = runs.get(m)
+        if not r or r.get('cpu_us') is None or not r.get('samples'):
+            continue
+        s = r['samples']
+        p = per[m] = {'us': (r['cpu_us'] - none) / s}
+        out['CPU %s / unprofiled' % m] = r['cpu_us'] / none
+        out['us/sample %s' % m] = p['us']
+        out['samples %s' % m] = s
+        if r.get('bytes') is not None:
+            p['bytes'] = out['bytes/sample %s' % m] = r['bytes'] / s
+        if r.get('report_us') is not None:
+            out['report ms %s' % m] = r['report_us'] / 1000
+            p['report'] = out['report ms/sample %s' % m] = r['report_us'] / 1000 / s
+        if r.get('depth') is not None:
+            out['depth %s' % m] = r['depth']
+        if r.get('stacks'):
+            out['%% reaching main %s' % m] = 100.0 * (r.get('main') or 0) / r['stacks']
+        if m != 'dwarf' and r.get('deferred') is not None:
+            out['deferred/sample %s' % m] = r['deferred'] / s
+
+    def ratio(name, a, b, key):
+        if a in per and b in per and per[b].get(key) and per[a].get(key) is not None:
+            out[name] = per[a][key] / per[b][key]
+    for key, what in (('us', 'us/sample'), ('bytes', 'bytes/sample'),
+                      ('report', 'report ms/sample')):
+        ratio('%s on / off' % what, 'on', 'off', key)
+        for base in ('on', 'fp'):
+            ratio('%s dwarf / %s' % (what, base), 'dwarf', base, key)
+    return out
+
+
+def deep_rows(deep):
+    """Rows (metric, kernel medians [min-max]) of every icount boot."""
+    keys = []
+    for b in deep.get(('c', 'icount'), []) + deep.get(('rust', 'icount'), []):
+        for k in b:
+            if k not in keys:
+                keys.append(k)
+    rows = []
+    for k in keys:
+        unit = ('ratio' if ' / ' in k else 'us' if k.startswith('us/') else
+                'B' if k.startswith('bytes') else 'ms' if ' ms' in k or 'ms/' in k else
+                'frames' if k.startswith('depth') else '%' if k.startswith('%') else '')
+        row = {'section': 'e2e deep', 'name': k, 'metric': 'deep: %s' % k, 'unit': unit}
+        for kernel in ('c', 'rust'):
+            vals = [b[k] for b in deep.get((kernel, 'icount'), []) if k in b]
+            if vals:
+                row[kernel + '_median'] = statistics.median(vals)
+                row[kernel + '_min'] = min(vals)
+                row[kernel + '_max'] = max(vals)
+                row[kernel + '_n'] = len(vals)
+        rows.append(row)
+    return rows
+
+
+def deep_print(rows):
+    if not rows:
+        print('\nFrameless deep program: no BENCH_DEEP figures in the logs')
+        return
+
+    def fmt(r, k):
+        if r.get(k + '_median') is None:
+            return '-'
+        v = r[k + '_median']
+        f = '%.3f' if abs(v) < 10 else '%.1f'
+        return (f + ' [' + f + '-' + f + ']') % (v, r[k + '_min'], r[k + '_max'])
+
+    print('\nFrameless deep program (deep_workload, 150 frames, no frame pointers),'
+          ' perf record -F 4000 -e cpu-clock; CPU time of the workload (icount: instructions)')
+    hdr = '%-40s %-6s %28s %28s' % ('metric', 'unit', 'C median [min-max]',
+                                     'Rust median [min-max]')
+    print(hdr)
+    print('-' * len(hdr))
+    for r in rows:
+        print('%-40s %-6s %28s %28s' % (r['name'], r['unit'], fmt(r, 'c'), fmt(r, 'rust')))
+    r = next((r for r in rows if r['name'] == 'us/sample on / off'), None)
+    v = r.get('rust_median') if r else None
+    print('Target (issue #19): fp,defer tables on / off, CPU per sample <= 1.5: %s' % (
+        'not measured' if v is None else '%.2f (%s)' % (v, 'met' if v <= 1.5 else 'missed')))
+
+
 def git_commit():
     """HEAD of this repository, '-dirty' if tracked files differ ('' if
     there is no git)."""
@@ -653,12 +785,14 @@ def main():
     e2e = {}    # the same, end to end
     mem_runs = {}   # the same, memory and cancel
     real = {}   # the same, real programs
+    deep = {}   # the same, the frameless deep program
     for log in sorted(glob.glob(os.path.join(a.dir, '*-*-*.log'))):
         kernel, mode, _ = os.path.basename(log)[:-4].split('-', 2)
         runs.setdefault((kernel, mode), []).append(metrics_of(log))
         e2e.setdefault((kernel, mode), []).append(e2e_metrics_of(log))
         mem_runs.setdefault((kernel, mode), []).append(memory_and_scale_of(log))
         real.setdefault((kernel, mode), []).append(real_metrics_of(log))
+        deep.setdefault((kernel, mode), []).append(deep_metrics_of(log))
     if not runs.get(('c', 'icount')) or not runs.get(('rust', 'icount')):
         sys.exit('bench.py: no icount runs of both kernels in %s' % a.dir)
 
@@ -716,10 +850,14 @@ def main():
     e2e_print(e2e_table)
     real_table = real_rows(real)
     real_print(real_table)
+    deep_table = deep_rows(deep)
+    deep_print(deep_table)
 
     rows += memory_and_scale(mem_runs)
 
     data = {'meta': meta, 'rows': rows, 'end_to_end': e2e_table, 'real_programs': real_table}
+    if deep_table:
+        data['e2e_deep'] = deep_table
     with open(os.path.join(a.dir, 'bench.csv'), 'w', newline='') as f:
         f.write(bench_tables.csv_text(data))
     with open(os.path.join(a.dir, 'bench.json'), 'w') as f:
@@ -750,31 +888,33 @@ def main():
     # (tables only).
     shown = [r for r in rows if 'ratio' in r and 'per walk' not in r['metric']
              and r.get('unit') == 'ns' and not r['metric'].startswith('cancel')]
-    fig, ax = plt.subplots(figsize=(9, 0.35 * len(shown) + 1.5))
-    y = range(len(shown))
-    ax.barh(list(y), [r['ratio'] for r in shown],
-            xerr=[[r['ratio'] - r['rust_min'] / r['c_median'] for r in shown],
-                  [r['rust_max'] / r['c_median'] - r['ratio'] for r in shown]],
-            color=['tab:green' if r['ratio'] <= 1 else 'tab:red' for r in shown])
-    ax.axvline(1.0, color='black', linewidth=1)
-    ax.set_xscale('log')
-    ticks = [t for t in (0.25, 0.5, 1, 2, 4, 8, 16)
-             if min(r['ratio'] for r in shown) / 2 <= t <= max(r['ratio'] for r in shown) * 2]
-    ax.set_xticks(ticks)
-    ax.set_xticklabels(['%g' % t for t in ticks])
-    ax.set_yticks(list(y))
-    ax.set_yticklabels([r['metric'] for r in shown], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel('Rust / upstream C, median of %d icount runs (bars: Rust min-max)'
-                  % meta['icount repetitions'])
-    ax.set_title('Deferred user unwinding: Rust vs C\n%s, commit %s, %s'
-                 % (meta['kernel'], meta['commit'] or '?', meta['date']), fontsize=9)
-    fig.tight_layout()
-    for ext in ('svg', 'png'):
-        fig.savefig(os.path.join(a.dir, 'bench.' + ext))
+    if shown:     # none in a run without the micro-benchmarks (BENCH_MICRO=0)
+        fig, ax = plt.subplots(figsize=(9, 0.35 * len(shown) + 1.5))
+        y = range(len(shown))
+        ax.barh(list(y), [r['ratio'] for r in shown],
+                xerr=[[r['ratio'] - r['rust_min'] / r['c_median'] for r in shown],
+                      [r['rust_max'] / r['c_median'] - r['ratio'] for r in shown]],
+                color=['tab:green' if r['ratio'] <= 1 else 'tab:red' for r in shown])
+        ax.axvline(1.0, color='black', linewidth=1)
+        ax.set_xscale('log')
+        ticks = [t for t in (0.25, 0.5, 1, 2, 4, 8, 16)
+                 if min(r['ratio'] for r in shown) / 2 <= t <= max(r['ratio'] for r in shown) * 2]
+        ax.set_xticks(ticks)
+        ax.set_xticklabels(['%g' % t for t in ticks])
+        ax.set_yticks(list(y))
+        ax.set_yticklabels([r['metric'] for r in shown], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel('Rust / upstream C, median of %d icount runs (bars: Rust min-max)'
+                      % meta['icount repetitions'])
+        ax.set_title('Deferred user unwinding: Rust vs C\n%s, commit %s, %s'
+                     % (meta['kernel'], meta['commit'] or '?', meta['date']), fontsize=9)
+        fig.tight_layout()
+        for ext in ('svg', 'png'):
+            fig.savefig(os.path.join(a.dir, 'bench.' + ext))
     e2e_chart(e2e_table, a.dir, meta)
-    print('\n%s/bench.{csv,json,svg,png}%s%s' % (
-        a.dir, ', bench-e2e.{svg,png}' if e2e_table else '', ', bench-tables.md' if md else ''))
+    print('\n%s/bench.{csv,json%s}%s%s' % (
+        a.dir, ',svg,png' if shown else '', ', bench-e2e.{svg,png}' if e2e_table else '',
+        ', bench-tables.md' if md else ''))
 
 
 if __name__ == '__main__':

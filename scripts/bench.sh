@@ -15,7 +15,13 @@
 # fp,defer callchains); BENCH_E2E=0 skips it.  And the real programs'
 # cost (perf_bench_real.sh: Debian perl, gzip, bzip2, grep unprofiled,
 # with fp,defer and the unwind tables off and on, and with dwarf);
-# BENCH_REAL=0 skips it.
+# BENCH_REAL=0 skips it.  And perf on a frameless deep program
+# (perf_bench_deep.sh: deep_workload, 150 frames without frame pointers,
+# unprofiled, with fp,defer and the unwind tables off and on, and with
+# dwarf; CPU time, bytes and perf report time per sample, stack depth);
+# BENCH_DEEP=0 skips it.  BENCH_MICRO=0 skips the micro-benchmarks
+# (deferred_bench): with BENCH_E2E=0 BENCH_REAL=0 BENCH_REPS=1, a run of
+# the deep section alone.
 # scripts/bench.py turns the logs into a table (terminal), CSV, JSON, the
 # README's and docs' Markdown tables (bench-tables.md) and charts under
 # $BUILD/bench/.  No tracked file changes: `make bench-docs` publishes the
@@ -26,9 +32,13 @@ REPS=${BENCH_REPS:-5}
 ROUNDS=${BENCH_ROUNDS:-1}
 E2E=${BENCH_E2E:-1}
 REAL=${BENCH_REAL:-1}
-SECTIONS="guest deferred_bench deferred_bench_32"
+DEEP=${BENCH_DEEP:-1}
+MICRO=${BENCH_MICRO:-1}
+SECTIONS="guest"
+[ "$MICRO" = 0 ] || SECTIONS="$SECTIONS deferred_bench deferred_bench_32"
 [ "$E2E" = 0 ] || SECTIONS="$SECTIONS perf_bench"
 [ "$REAL" = 0 ] || SECTIONS="$SECTIONS perf_bench_real"
+[ "$DEEP" = 0 ] || SECTIONS="$SECTIONS perf_bench_deep"
 OUT=$BUILD/bench
 mkdir -p "$OUT"
 rm -f "$OUT"/*.log
@@ -48,7 +58,7 @@ run() {
 	# shellcheck disable=SC2086	# $SECTIONS: one argument each
 	# loglevel=5: warnings and worse still reach the console (and the log
 	# checker), informational messages do not cut the BENCH lines.
-	QEMU_EXTRA=$extra GUEST_APPEND="rounds=$ROUNDS e2e=$E2E real=$REAL loglevel=5" \
+	QEMU_EXTRA=$extra GUEST_APPEND="rounds=$ROUNDS e2e=$E2E real=$REAL deep=$DEEP micro=$MICRO loglevel=5" \
 		GUEST_TIMEOUT=${BENCH_TIMEOUT:-1800} \
 		"$TOP/scripts/run-guest.sh" "$variant-bench" bench $SECTIONS >"$OUT/run.out" 2>&1 ||
 		{ cat "$OUT/run.out"; die "bench guest failed: kernel $variant-bench ($mode)"; }

@@ -45,10 +45,10 @@ DEFAULT_JSON = os.path.join(DOCS, 'bench.json')
 DEFAULT_FILES = ('README.md', 'docs/benchmarks.md')
 # The files' paths (from the top) and the tables each must hold.
 EXPECTED = {
-    'README.md': ('micro-summary', 'e2e-summary', 'real-summary', 'memory-summary',
-                  'cancel-summary'),
-    'docs/benchmarks.md': ('micro', 'e2e-slowdown', 'e2e-bytes', 'real', 'real-tables',
-                           'memory', 'cancel'),
+    'README.md': ('micro-summary', 'e2e-summary', 'e2e-deep-summary', 'real-summary',
+                  'memory-summary', 'cancel-summary'),
+    'docs/benchmarks.md': ('micro', 'e2e-slowdown', 'e2e-bytes', 'e2e-deep', 'e2e-deep-ratios',
+                           'real', 'real-tables', 'memory', 'cancel'),
 }
 # What --publish copies from a run's directory into docs/ (the charts
 # only if matplotlib made them).
@@ -71,11 +71,13 @@ class TableError(Exception):
 
 def csv_text(data):
     """bench.csv of a bench.json: every row, the micro-benchmarks, memory
-    and cancel first, then end to end, then the real programs."""
+    and cancel first, then end to end, then the real programs, then the
+    frameless deep program (where the run has it)."""
     out = io.StringIO(newline='')
     w = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction='ignore', lineterminator='\r\n')
     w.writeheader()
-    for r in data['rows'] + data['end_to_end'] + data['real_programs']:
+    for r in data['rows'] + data['end_to_end'] + data['real_programs'] + \
+            data.get('e2e_deep', []):
         w.writerow(r)
     return out.getvalue()
 
@@ -119,9 +121,10 @@ class Data:
     def __init__(self, data):
         self.meta = data['meta']
         self.by = {}
-        for section in ('rows', 'end_to_end', 'real_programs'):
+        for section in ('rows', 'end_to_end', 'real_programs', 'e2e_deep'):
             for r in data.get(section, []):
                 self.by[r['metric']] = r
+        self.deep = bool(data.get('e2e_deep'))
         self.e2e = {}
         for r in data.get('end_to_end', []):
             self.e2e[(r['case'].split(':')[0], r['name'])] = r
@@ -371,6 +374,93 @@ def real_summary(d):
                    'bytes per sample: on', 'dwarf', 'rows KiB'], rows))
 
 
+# ---- the frameless deep program ----
+
+# (kernel, mode, label) of the table's rows.
+DEEP_MODES = (('c', 'none', 'C, unprofiled'),
+              ('c', 'fp', 'C, fp,defer (frame pointers)'),
+              ('c', 'dwarf', 'C, dwarf'),
+              ('rust', 'none', 'Rust, unprofiled'),
+              ('rust', 'off', 'Rust, fp,defer, tables off'),
+              ('rust', 'on', 'Rust, fp,defer, tables on'),
+              ('rust', 'dwarf', 'Rust, dwarf'))
+DEEP_WHAT = ('median [min-max] over %d boots of each kernel; `deep_workload`, 150 frames'
+             ' without frame pointers, `perf record -e cpu-clock -F 4000`; CPU time of the'
+             ' workload, its deferred walks included')
+
+
+def deep_missing(d):
+    """The text of a deep table when the run has no such figures."""
+    m = d.meta
+    for k in ('date', 'commit', 'kernel'):
+        if not m.get(k):
+            raise TableError('bench.json: meta has no %s' % k)
+    return ('_Not measured yet: the `make bench` run of %s (commit %s, %s) has no'
+            ' `perf_bench_deep.sh` figures._' % (m['date'], m['commit'], m['kernel']))
+
+
+def e2e_deep(d):
+    if not d.deep:
+        return deep_missing(d)
+    g = lambda m: d.row('deep: ' + m)
+    rows = []
+    for kernel, mode, label in DEEP_MODES:
+        if mode == 'none':
+            rows.append([label, d.fig(g('unprofiled CPU ms'), kernel, unit='ms'),
+                         '-', '-', '-', '-', '-'])
+            continue
+        rows.append([label,
+                     d.fig(g('CPU %s / unprofiled' % mode), kernel, fixed(3)),
+                     d.fig(g('us/sample %s' % mode), kernel, fixed(2)),
+                     d.fig(g('bytes/sample %s' % mode), kernel),
+                     d.fig(g('report ms/sample %s' % mode), kernel, fixed(3)),
+                     d.fig(g('depth %s' % mode), kernel, fixed(0)),
+                     d.fig(g('%% reaching main %s' % mode), kernel, fixed(1), '%')])
+    return (d.stamp(DEEP_WHAT % boots(d)) + '\n\n' +
+            table(['kernel, call graph', 'CPU / unprofiled (unprofiled: CPU time)',
+                   'CPU us per sample', 'perf.data bytes per sample',
+                   '`perf report` ms per sample', 'user frames (median)',
+                   'stacks reaching `main`'], rows))
+
+
+def e2e_deep_ratios(d):
+    if not d.deep:
+        return deep_missing(d)
+    g = lambda m: d.row('deep: ' + m)
+    f2 = fixed(2)
+    rows = [['CPU per sample: tables on / off (target <= 1.5)', '-',
+             d.fig(g('us/sample on / off'), 'rust', f2)]]
+    for what, label in (('us/sample', 'CPU per sample'), ('bytes/sample', 'bytes per sample'),
+                        ('report ms/sample', '`perf report` time per sample')):
+        rows.append([label + ': dwarf / fp,defer',
+                     d.fig(g('%s dwarf / fp' % what), 'c', f2),
+                     d.fig(g('%s dwarf / on' % what), 'rust', f2)])
+    return (d.stamp(DEEP_WHAT % boots(d) + '; ratios per boot, then their median') +
+            '\n\n' + table(['ratio', 'C (fp,defer: frame pointers)',
+                            'Rust (fp,defer: tables on)'], rows))
+
+
+def e2e_deep_summary(d):
+    if not d.deep:
+        return deep_missing(d)
+    g = lambda m: d.row('deep: ' + m)
+    f2 = fixed(2)
+    rows = []
+    for what, label, f, ratios in (
+            ('us/sample', 'CPU us per sample', f2, True),
+            ('bytes/sample', 'perf.data bytes per sample', num, True),
+            ('report ms/sample', '`perf report` ms per sample', fixed(3), True),
+            ('depth', 'user frames (median)', fixed(0), False),
+            ('% reaching main', 'stacks reaching `main`, %', fixed(1), False)):
+        row = [label] + [d.fig(g('%s %s' % (what, m)), 'rust', f) for m in ('off', 'on', 'dwarf')]
+        row += ([d.fig(g('%s on / off' % what), 'rust', f2),
+                 d.fig(g('%s dwarf / on' % what), 'rust', f2)] if ratios else ['-', '-'])
+        rows.append(row)
+    return (d.stamp(DEEP_WHAT % boots(d) + '; the Rust kernel') + '\n\n' +
+            table(['', 'fp,defer, tables off', 'tables on', 'dwarf',
+                   'tables on / off (CPU target <= 1.5)', 'dwarf / tables on'], rows))
+
+
 # ---- memory and cancel ----
 
 MEMORY_ROWS = (
@@ -435,6 +525,9 @@ TABLES = {
     'e2e-summary': e2e_summary,
     'e2e-slowdown': e2e_slowdown,
     'e2e-bytes': e2e_bytes,
+    'e2e-deep-summary': e2e_deep_summary,
+    'e2e-deep': e2e_deep,
+    'e2e-deep-ratios': e2e_deep_ratios,
     'real-summary': real_summary,
     'real': real,
     'real-tables': real_tables,

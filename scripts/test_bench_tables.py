@@ -9,7 +9,10 @@ regions; --check passes on generated files and fails, with a diff, on a
 hand edit, and fails on a missing marker, table, JSON or CSV, on a CSV of
 another run, and on unclosed or unknown markers; --publish copies nothing
 from a partial run; bench.py counts every cancel (no best-of) and writes
-the meta and the CSV bench_tables.py checks."""
+the meta and the CSV bench_tables.py checks; the frameless deep
+program's BENCH_DEEP lines become bench.json's e2e_deep (ratios per boot,
+then median [min-max]) and its tables, which say "not measured yet" when
+the run has no such section."""
 import contextlib
 import copy
 import io
@@ -88,7 +91,28 @@ def make_data():
         for m in ('CPU on / off', 'rows KiB (on)'):
             real.append(row('%s: %s' % (prog, m), None, (1.026, 1.025, 1.03), 'ratio'))
     return {'meta': dict(META), 'rows': list(rows.values()), 'end_to_end': e2e,
-            'real_programs': real}
+            'real_programs': real, 'e2e_deep': deep_rows()}
+
+
+DEEP_NAMES = ['unprofiled CPU ms'] + [
+    what % mode
+    for mode in ('fp', 'off', 'on', 'dwarf')
+    for what in ('CPU %s / unprofiled', 'us/sample %s', 'bytes/sample %s',
+                 'report ms/sample %s', 'depth %s', '%% reaching main %s')] + [
+    '%s %s' % (what, pair)
+    for what in ('us/sample', 'bytes/sample', 'report ms/sample')
+    for pair in ('on / off', 'dwarf / on', 'dwarf / fp')]
+
+
+def deep_rows():
+    """bench.json's e2e_deep of a complete run: C 2.0 [1.5-2.5], Rust
+    3.0 [2.5-3.5] for every figure."""
+    out = []
+    for n in DEEP_NAMES:
+        r = row('deep: ' + n, (2.0, 1.5, 2.5), (3.0, 2.5, 3.5), 'x')
+        r.update({'section': 'e2e deep', 'name': n})
+        out.append(r)
+    return out
 
 
 def read(path):
@@ -201,6 +225,40 @@ class Generation(unittest.TestCase):
     def test_marker_mentioned_in_prose_is_not_a_marker(self):
         text = doc('memory') + 'Between `<!-- bench:BEGIN name -->` markers.\n'
         bt.rewrite(text, make_data())
+
+    def test_deep_tables(self):
+        data = make_data()
+        md = bt.render(data, 'e2e-deep')
+        line = next(l for l in md.split('\n') if l.startswith('| Rust, fp,defer, tables on'))
+        self.assertEqual(line, '| Rust, fp,defer, tables on | 3.000 [2.500-3.500] | 3.00 [2.50-3.50]'
+                               ' | 3.00 [2.50-3.50] | 3.000 [2.500-3.500] | 3 [2-4]'
+                               ' | 3.0 [2.5-3.5] % |')
+        md = bt.render(data, 'e2e-deep-ratios')
+        self.assertIn('| CPU per sample: tables on / off (target <= 1.5) | - | 3.00 [2.50-3.50] |',
+                      md)
+        self.assertIn('| bytes per sample: dwarf / fp,defer | 2.00 [1.50-2.50] | 3.00 [2.50-3.50] |',
+                      md)
+        md = bt.render(data, 'e2e-deep-summary')
+        self.assertIn('| user frames (median) | 3 [2-4] | 3 [2-4] | 3 [2-4] | - | - |', md)
+
+    def test_deep_not_measured_yet(self):
+        # A run without perf_bench_deep.sh (docs/bench.json before it, or
+        # BENCH_DEEP=0): the tables say so, stamped with the run; a run
+        # that has the section but lacks a figure fails.
+        data = make_data()
+        del data['e2e_deep']
+        for name in ('e2e-deep', 'e2e-deep-ratios', 'e2e-deep-summary'):
+            md = bt.render(data, name)
+            self.assertEqual(md, '_Not measured yet: the `make bench` run of 2026-01-02 03:04 UTC'
+                                 ' (commit abc1234, linux-source-7.3 7.3.4-1) has no'
+                                 ' `perf_bench_deep.sh` figures._')
+        self.assertNotIn('deep:', bt.csv_text(data))
+        data = make_data()
+        data['e2e_deep'] = [r for r in data['e2e_deep'] if r['name'] != 'depth dwarf']
+        for name in ('e2e-deep', 'e2e-deep-summary'):
+            with self.assertRaisesRegex(bt.TableError, 'depth dwarf'):
+                bt.render(data, name)
+        self.assertIn('deep: us/sample on / off', bt.csv_text(data))
 
     def test_repository_files_expect_their_tables(self):
         self.assertEqual(set(bt.EXPECTED), set(bt.DEFAULT_FILES))
@@ -421,6 +479,99 @@ class BenchPy(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.dir, 'bench-tables.md')))
         rows = {x['metric']: x for x in data['rows']}
         self.assertEqual(rows['cancel, about 10000 threads']['rust_max'], 16e6)
+        # No BENCH_DEEP line: no e2e_deep.
+        self.assertNotIn('e2e_deep', data)
+
+
+# perf_bench_deep.sh's lines of one boot (C: fp and dwarf; Rust: off,
+# on, dwarf), cpu_us of the on run and the report of dwarf given.
+DEEP_LOG = """\
+==== BEGIN perf_bench_deep
+# work: deep_workload 4000 (about 400 ms unprofiled), 4000 Hz
+BENCH_DEEP mode=none freq=- rounds=4000 cpu_us=400000 samples=- deferred=- lost=- bytes=- \
+report_us=- report_cpu_us=- stacks=- depth=- main=-
+ok 1 none
+BENCH_DEEP mode=%(fp)s freq=4000 rounds=4000 cpu_us=406000 samples=1600 deferred=1600 lost=0 \
+bytes=200000 report_us=320000 report_cpu_us=300000 stacks=1598 depth=1 main=0
+%(on)s
+BENCH_DEEP mode=dwarf freq=4000 rounds=4000 cpu_us=420000 samples=1600 deferred=0 lost=0 \
+bytes=13600000 report_us=%(dwarf_report)d report_cpu_us=2000000 stacks=1596 depth=78.5 main=0
+BENCH_DEEP mode=on freq=4000 rounds=4000 cpu_us=4300[0m cut by a console message
+==== END perf_bench_deep rc=0
+""".replace('\\\n', '')
+DEEP_ON = ('BENCH_DEEP mode=on freq=4000 rounds=4000 cpu_us=%d samples=1600 deferred=1600'
+           ' lost=0 bytes=2160000 report_us=800000 report_cpu_us=780000 stacks=1596'
+           ' depth=156 main=1580')
+
+
+class BenchPyDeep(unittest.TestCase):
+    """bench.py on synthetic logs of perf_bench_deep.sh: the figures per
+    mode and the ratios per boot, then median [min-max] over boots."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        for kernel in ('c', 'rust'):
+            for rep, (on_cpu, dwarf_report) in enumerate(((430000, 2400000),
+                                                          (436000, 3200000),
+                                                          (424000, 2000000)), 1):
+                p = os.path.join(self.dir, '%s-icount-%d.log' % (kernel, rep))
+                with open(p, 'w') as f:
+                    f.write(CANCEL_LOG % dict(walk=120000, cached1=1, cached2=1, a=1, b=1,
+                                              c=1, d=1, e=1, f=1))
+                    f.write(DEEP_LOG % {
+                        'fp': 'fp' if kernel == 'c' else 'off',
+                        'on': DEEP_ON % on_cpu if kernel == 'rust' else '',
+                        'dwarf_report': dwarf_report})
+                os.utime(p, (1767323040, 1767323040))
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def test_lines_parsed(self):
+        runs = quietly(bench.deep_runs_of, os.path.join(self.dir, 'rust-icount-1.log'))
+        self.assertEqual(sorted(runs), ['dwarf', 'none', 'off', 'on'])
+        self.assertIsNone(runs['none']['samples'])
+        self.assertEqual(runs['on']['cpu_us'], 430000)     # the cut line dropped
+        self.assertEqual(runs['dwarf']['depth'], 78.5)
+
+    def test_figures_and_ratios(self):
+        r = subprocess.run([sys.executable, os.path.join(HERE, 'bench.py'), self.dir,
+                            '--kernel-version', 'k', '--commit', 'abc1234'],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn('cut line dropped', r.stderr)
+        self.assertIn('CPU per sample <= 1.5: 5.00 (missed)', r.stdout)
+        with open(os.path.join(self.dir, 'bench.json')) as f:
+            data = json.load(f)
+        rows = {x['name']: x for x in data['e2e_deep']}
+        # Rust: (430000 - 400000) / 1600 = 18.75 us a sample with the
+        # tables, (406000 - 400000) / 1600 = 3.75 without: 5.0; the other
+        # boots 4.0 and 6.0 (the median of per-boot ratios).
+        on_off = rows['us/sample on / off']
+        self.assertEqual((on_off['rust_median'], on_off['rust_min'], on_off['rust_max']),
+                         (5.0, 4.0, 6.0))
+        self.assertEqual(on_off['rust_n'], 3)
+        self.assertNotIn('c_median', on_off)
+        self.assertEqual(rows['bytes/sample on']['rust_median'], 1350)
+        self.assertEqual(rows['bytes/sample dwarf / on']['rust_median'], 8500 / 1350)
+        self.assertEqual(rows['bytes/sample dwarf / fp']['c_median'], 8500 / 125)
+        self.assertAlmostEqual(rows['report ms/sample dwarf / on']['rust_max'], 4.0)
+        self.assertAlmostEqual(rows['report ms/sample dwarf']['c_median'], 1.5)
+        self.assertEqual(rows['depth on']['rust_median'], 156)
+        self.assertAlmostEqual(rows['% reaching main on']['rust_median'], 100 * 1580 / 1596)
+        self.assertEqual(rows['% reaching main dwarf']['c_median'], 0)
+        self.assertEqual(rows['unprofiled CPU ms']['c_median'], 400)
+        self.assertEqual(rows['us/sample on / off']['unit'], 'ratio')
+        # In the CSV, after the other sections.
+        with open(os.path.join(self.dir, 'bench.csv'), newline='') as f:
+            text = f.read()
+        self.assertEqual(text, bt.csv_text(data))
+        self.assertTrue(text.rstrip().split('\r\n')[-1].startswith('deep: '))
+        # The tables.
+        data['meta']['icount repetitions'] = 3
+        md = bt.render(data, 'e2e-deep-ratios')
+        self.assertIn('| CPU per sample: tables on / off (target <= 1.5) | - |'
+                      ' 5.00 [4.00-6.00] |', md)
 
 
 if __name__ == '__main__':
