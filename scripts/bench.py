@@ -60,6 +60,14 @@ import bench_tables  # noqa: E402  (the tables and the CSV, shared)
 LINE = re.compile(r'BENCH ws=(\d+) depth=(\d+) (\w+) (.*)$')
 
 
+def spread(row, kernel, vals):
+    """Put median, min, max and count of `vals` in `row` under `kernel`."""
+    row[kernel + '_median'] = statistics.median(vals)
+    row[kernel + '_min'] = min(vals)
+    row[kernel + '_max'] = max(vals)
+    row[kernel + '_n'] = len(vals)
+
+
 def metrics_of(log):
     """{metric name: (value, unit)} of one log."""
     out = {}
@@ -260,10 +268,7 @@ def memory_and_scale(runs):
             if vals:
                 row['unit'] = next(ms[name][1] for ms in runs[(kernel, 'icount')]
                                    if name in ms)
-                row[kernel + '_median'] = statistics.median(vals)
-                row[kernel + '_min'] = min(vals)
-                row[kernel + '_max'] = max(vals)
-                row[kernel + '_n'] = len(vals)
+                spread(row, kernel, vals)
             tcg = values(kernel, 'tcg', name)
             row[kernel + '_tcg'] = statistics.median(tcg) if tcg else None
             if len(tcg) > 1:
@@ -399,10 +404,7 @@ def e2e_rows(runs):
             units = [ms[key][1] for ms in runs.get((kernel, 'icount'), []) if key in ms]
             if vals:
                 row['unit'] = units[0]
-                row[kernel + '_median'] = statistics.median(vals)
-                row[kernel + '_min'] = min(vals)
-                row[kernel + '_max'] = max(vals)
-                row[kernel + '_n'] = len(vals)
+                spread(row, kernel, vals)
             tcg = [ms[key][0] for ms in runs.get((kernel, 'tcg'), []) if key in ms]
             row[kernel + '_tcg'] = statistics.median(tcg) if tcg else None
         if row.get('c_median') and row.get('rust_median') is not None:
@@ -601,10 +603,7 @@ def real_rows(real):
             vals = [b[(prog, metric)] for b in real.get((kernel, 'icount'), [])
                     if (prog, metric) in b]
             if vals:
-                row[kernel + '_median'] = statistics.median(vals)
-                row[kernel + '_min'] = min(vals)
-                row[kernel + '_max'] = max(vals)
-                row[kernel + '_n'] = len(vals)
+                spread(row, kernel, vals)
         rows.append(row)
     return rows
 
@@ -717,10 +716,7 @@ def deep_rows(deep):
         for kernel in ('c', 'rust'):
             vals = [b[k] for b in deep.get((kernel, 'icount'), []) if k in b]
             if vals:
-                row[kernel + '_median'] = statistics.median(vals)
-                row[kernel + '_min'] = min(vals)
-                row[kernel + '_max'] = max(vals)
-                row[kernel + '_n'] = len(vals)
+                spread(row, kernel, vals)
         rows.append(row)
     return rows
 
@@ -808,10 +804,7 @@ def main():
         for kernel in ('c', 'rust'):
             vals = [ms[name][0] for ms in runs[(kernel, 'icount')] if name in ms]
             if vals:
-                row[kernel + '_median'] = statistics.median(vals)
-                row[kernel + '_min'] = min(vals)
-                row[kernel + '_max'] = max(vals)
-                row[kernel + '_n'] = len(vals)
+                spread(row, kernel, vals)
             tcg = [ms[name][0] for ms in runs.get((kernel, 'tcg'), []) if name in ms]
             row[kernel + '_tcg'] = statistics.median(tcg) if tcg else None
         if row.get('c_median') and row.get('rust_median') is not None:

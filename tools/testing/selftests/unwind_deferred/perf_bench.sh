@@ -88,42 +88,14 @@ n=0
 echo "TAP version 13"
 echo "1..$(echo $CASES | wc -w)"
 
-# cpu-clock samples at 1 to 10 kHz need high-resolution timers, which the
-# kernel turns on only once it has switched to a fine clocksource (the TSC,
-# about 1.4 s after boot here); before that, hrtimers fire on the 4 ms tick.
-hres() {
-	grep -q 'hres_active.*: 1' /proc/timer_list &&
-		! grep -q 'hres_active.*: 0' /proc/timer_list
-}
-i=0
-while ! hres 2>/dev/null && [ $i -lt 100 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-if ! hres; then
-	echo "Bail out! high-resolution timers are not active (clocksource:" \
-		"$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource))"
-	exit 1
-fi
-
+. "$(dirname "$0")/bench_lib.sh"
+wait_hres || exit 1
 old_max_stack=$(cat /proc/sys/kernel/perf_event_max_stack)
-offline=
 restore() {
 	echo "$old_max_stack" >/proc/sys/kernel/perf_event_max_stack
-	for cpu in $offline; do
-		echo 1 >"$cpu/online"
-	done
+	cpus_back
 }
-for cpu in /sys/devices/system/cpu/cpu[0-9]*; do
-	[ "$cpu" != /sys/devices/system/cpu/cpu0 ] && [ -f "$cpu/online" ] &&
-		[ "$(cat "$cpu/online")" = 1 ] || continue
-	if ! echo 0 >"$cpu/online"; then
-		restore
-		echo "Bail out! cannot take ${cpu##*/} offline for the runs"
-		exit 1
-	fi
-	offline="$offline $cpu"
-done
+only_cpu0 || exit 1
 if ! echo $MAX_STACK >/proc/sys/kernel/perf_event_max_stack; then
 	restore
 	echo "Bail out! cannot set perf_event_max_stack"

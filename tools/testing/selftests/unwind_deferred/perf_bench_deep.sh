@@ -67,32 +67,19 @@ else
 fi
 set -- $MODES
 echo "1..$#"
-# cpu-clock at 4 kHz needs high-resolution timers (on once the kernel has
-# switched to the TSC clocksource, about 1.4 s after boot here).
-i=0
-while ! grep -q 'hres_active.*: 1' /proc/timer_list; do
-	i=$((i + 1))
-	[ $i -gt 100 ] && { echo "Bail out! high-resolution timers are not active"; exit 1; }
-	sleep 0.1
-done
+. "$DIR/bench_lib.sh"
+wait_hres || exit 1
 rm -rf "$T"
 mkdir -p "$T"
 cd "$T" || exit 1
 # Only CPU 0 online, perf_event_max_stack raised; both put back at the end.
 old_max_stack=$(cat /proc/sys/kernel/perf_event_max_stack)
-offline=
-for cpu in /sys/devices/system/cpu/cpu[0-9]*; do
-	[ "$cpu" != /sys/devices/system/cpu/cpu0 ] && [ -f "$cpu/online" ] &&
-		[ "$(cat "$cpu/online")" = 1 ] || continue
-	echo 0 >"$cpu/online" && offline="$offline $cpu"
-done
 restore() {
 	echo "$old_max_stack" >/proc/sys/kernel/perf_event_max_stack
 	[ -n "$was" ] && echo "$was" >"$TABLES"
-	for cpu in $offline; do
-		echo 1 >"$cpu/online"
-	done
+	cpus_back
 }
+only_cpu0 || { restore; exit 1; }
 echo $MAX_STACK >/proc/sys/kernel/perf_event_max_stack ||
 	{ restore; echo "Bail out! cannot set perf_event_max_stack"; exit 1; }
 echo "# CPUs online for the runs: $(cat /sys/devices/system/cpu/online);" \

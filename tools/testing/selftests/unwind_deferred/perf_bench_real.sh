@@ -42,31 +42,20 @@ CPU_TIME=$(cd "$(dirname "$0")" && pwd)/cpu_time
 PERL_N=${PERL_N:-20}
 GREP_LINES=${GREP_LINES:-1000}
 . "$(dirname "$0")/real_programs.sh"
+. "$(dirname "$0")/bench_lib.sh"
 
 n=0 fail=0
 echo "TAP version 13"
 set -- $PROGRAMS
 echo "1..$#"
 [ -e /sys/kernel/debug/unwind_user ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
-# cpu-clock at 4 kHz needs high-resolution timers (on once the kernel has
-# switched to the TSC clocksource, about 1.4 s after boot here).
-i=0
-while ! grep -q 'hres_active.*: 1' /proc/timer_list; do
-	i=$((i + 1))
-	[ $i -gt 100 ] && { echo "Bail out! high-resolution timers are not active"; exit 1; }
-	sleep 0.1
-done
+wait_hres || exit 1
 rm -rf "$T"
 mkdir -p "$T"
 cd "$T" || exit 1
 real_inputs
 # Only CPU 0 online (see above); back online at the end.
-offline=
-for cpu in /sys/devices/system/cpu/cpu[0-9]*; do
-	[ "$cpu" != /sys/devices/system/cpu/cpu0 ] && [ -f "$cpu/online" ] &&
-		[ "$(cat "$cpu/online")" = 1 ] || continue
-	echo 0 >"$cpu/online" && offline="$offline $cpu"
-done
+only_cpu0 || exit 1
 echo "# CPUs online for the runs: $(cat /sys/devices/system/cpu/online)"
 echo "# inputs: words.txt $(wc -l <words.txt) lines, zip.in $(wc -c <zip.in) bytes, bzip.in $(wc -c <bzip.in) bytes"
 was=
@@ -151,7 +140,5 @@ for p in $PROGRAMS; do
 	fi
 done
 [ -n "$was" ] && echo "$was" >"$TABLES"
-for cpu in $offline; do
-	echo 1 >"$cpu/online"
-done
+cpus_back
 exit $fail
