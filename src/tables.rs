@@ -650,14 +650,21 @@ impl core::fmt::Debug for Stats {
     }
 }
 
+/// The debugfs file of [`debugfs_init()`], never removed: the counters
+/// live as long as the kernel.  Kept here, not forgotten, so that kmemleak
+/// (which scans static data for pointers) sees the file, and through it
+/// its directory, referenced.  Written once, never read.
+static STATS_FILE: Atomic<*mut kernel::debugfs::File<Stats>> = Atomic::new(core::ptr::null_mut());
+
 /// Create debugfs `unwind_user/stats` (mode 0400), for the rest of the
 /// kernel's life.
 pub(crate) fn debugfs_init() -> Result {
     let dir = Dir::new(c"unwind_user");
     let file = KBox::pin_init(dir.read_only_file(c"stats", Stats), GFP_KERNEL)?;
-    // Never removed: the counters live as long as the kernel.  (The file
-    // holds a reference to its directory.)
-    core::mem::forget(file);
+    // SAFETY: The file stays where its box put it: the raw pointer is only
+    // kept in `STATS_FILE`, never used to move or free it.
+    let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(file) });
+    STATS_FILE.store(raw, Relaxed);
     Ok(())
 }
 
