@@ -49,3 +49,17 @@ cpus_back() {
 	done
 	BENCH_OFFLINE=
 }
+
+# bench_callgraph MODE: perf record's --call-graph for MODE, with the
+# unwind tables switched for it ($TABLES: off 0, on 1): dwarf for dwarf,
+# fp,defer for off, on and fp (the C kernel, which has no tables).
+bench_callgraph() {
+	case $1 in
+	off) echo 0 >"$TABLES" ;;
+	on) echo 1 >"$TABLES" ;;
+	esac
+	case $1 in
+	dwarf) echo dwarf ;;
+	*) echo fp,defer ;;
+	esac
+}

@@ -155,11 +155,8 @@ run() {	# mode
 		echo "BENCH_DEEP mode=$m freq=- rounds=$rounds cpu_us=$(cat cpu.us) samples=- deferred=-" \
 			"lost=- bytes=- report_us=- report_cpu_us=- stacks=- depth=- main=-"
 		return 0 ;;
-	off) echo 0 >"$TABLES"; cg=fp,defer ;;
-	on) echo 1 >"$TABLES"; cg=fp,defer ;;
-	fp) cg=fp,defer ;;
-	dwarf) cg=dwarf ;;
 	esac
+	cg=$(bench_callgraph $m)
 	sleep 0.2
 	perf record -q --no-bpf-event --no-buildid -m 4096 -F "$FREQ" -e cpu-clock \
 		--call-graph $cg -o $m.data -- "$CPU_TIME" cpu.us "$W" "$rounds" \

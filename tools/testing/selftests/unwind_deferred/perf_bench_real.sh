@@ -87,11 +87,8 @@ run() {	# program mode
 		echo "# $p: $(wc -c <$p.out) bytes of output: $(head -c 40 $p.out | tr -c '[:print:]' .)"
 		echo "BENCH_REAL prog=$p mode=$m freq=- cpu_us=$(cat cpu.us) samples=- deferred=- lost=- bytes=- rows_bytes=-"
 		return 0 ;;
-	off) echo 0 >"$TABLES"; cg=fp,defer ;;
-	on) echo 1 >"$TABLES"; cg=fp,defer ;;
-	fp) cg=fp,defer ;;
-	dwarf) cg=dwarf ;;
 	esac
+	cg=$(bench_callgraph $m)
 	[ $m = on ] && [ -r "$STATS" ] && cp "$STATS" stats.before
 	perf record -q --no-bpf-event --no-buildid -m 4096 -F $FREQ -e cpu-clock \
 		--call-graph $cg -o $p.$m.data -- "$CPU_TIME" cpu.us "$@" \
