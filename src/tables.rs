@@ -205,12 +205,14 @@ struct Inner {
     scratch: KBox<Scratch>,
 }
 
-/// An interpreter's state, initialised in place: not on the stack.
+/// An interpreter's state, written straight into its allocation: not on
+/// the stack.
 fn new_scratch() -> Option<KBox<Scratch>> {
-    let mut b = KBox::<Scratch>::new_uninit(GFP_KERNEL_ACCOUNT).ok()?;
-    Scratch::init(&mut b);
-    // SAFETY: `Scratch::init` has just initialised the value.
-    Some(unsafe { b.assume_init() })
+    Some(
+        KBox::<Scratch>::new_uninit(GFP_KERNEL_ACCOUNT)
+            .ok()?
+            .write(Scratch::new()),
+    )
 }
 
 impl Inner {

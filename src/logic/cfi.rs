@@ -64,7 +64,6 @@
 //! object; [`Refusal::cause`] indexes counters ([`Cause::NAMES`]).
 
 use super::word::WordSize;
-use core::mem::MaybeUninit;
 
 /// Bytes fetched per read of a CIE or FDE (the read buffer on the stack).
 pub const WINDOW: usize = 128;
@@ -1251,18 +1250,11 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// A scratch, by value (the host's and the KUnit tests' way; on the
-    /// kernel stack it would be the frame this type keeps off it: the
-    /// kernel allocates it and uses [`Scratch::init`]).
-    #[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
+    /// A scratch, by value.  It is large (the frame this type keeps off
+    /// the kernel stack): the kernel writes it straight into its
+    /// allocation (`KBox::write`), where it is a copy of a constant.
     pub const fn new() -> Self {
         Self::EMPTY
-    }
-
-    /// Initialise `slot` in place (a copy of a constant, with no temporary
-    /// on the stack), for a caller that allocates it uninitialised.
-    pub fn init(slot: &mut MaybeUninit<Scratch>) -> &mut Scratch {
-        slot.write(Self::EMPTY)
     }
 
     const EMPTY: Scratch = Scratch {
