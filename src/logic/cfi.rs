@@ -1274,7 +1274,6 @@ impl Scratch {
     };
 }
 
-#[cfg(any(not(CONFIG_UNWIND_USER_RUST), CONFIG_UNWIND_USER_RUST_KUNIT_TEST))]
 impl Default for Scratch {
     fn default() -> Self {
         Self::new()
