@@ -139,14 +139,16 @@ def main():
             continue        # kernel messages interleave with user output
         if l.startswith('==== BEGIN '):
             cur = l[len('==== BEGIN '):].strip()
-            sections[cur] = {'results': [], 'plan': None, 'rc': None, 'out': []}
+            sections[cur] = {'results': [], 'plan': None, 'rc': None, 'out': [],
+                             'secs': None}
             continue
         if cur is None:
             continue
         s = sections[cur]
-        m = re.match(r'^==== END (\S+) rc=(\d+)', l)
+        m = re.match(r'^==== END (\S+) rc=(\d+)(?: secs=(\d+))?', l)
         if m:
             s['rc'] = int(m.group(2))
+            s['secs'] = m.group(3)
             cur = None
             continue
         s['out'].append(l)
@@ -214,7 +216,8 @@ def main():
             problems.append('%d not ok' % bad)
         print('%-20s %s%s' % (name, 'FAIL' if problems else 'ok',
                               (' (' + ', '.join(problems) + ')') if problems else
-                              ' (%d tests)' % ok))
+                              ' (%d tests%s)' % (ok, ', %s s' % s['secs']
+                                                   if s['secs'] is not None else '')))
         for r in skipped:
             print('    skip   %d %s' % (r[1], r[2]))
         for r in xfailed:

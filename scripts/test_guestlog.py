@@ -46,6 +46,14 @@ class GuestLog(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertIn('3 passed, 0 failed', out)
 
+    def test_secs(self):
+        # The guest's END marker carries the section's seconds (older
+        # logs have none): printed with the section's result.
+        rc, out = run(GOOD.replace('END t1 rc=0', 'END t1 rc=0 secs=42'))
+        self.assertEqual(rc, 0, out)
+        self.assertRegex(out, r't1\s+ok \(2 tests, 42 s\)')
+        self.assertRegex(out, r'guest\s+ok \(1 tests\)')
+
     def bad(self, text, *args):
         rc, out = run(text, *args)
         self.assertNotEqual(rc, 0, out)
