@@ -188,6 +188,28 @@ pub unsafe extern "C" fn unwind_user_mm_exit(mm: *mut bindings::mm_struct) {
     unsafe { crate::tables::mm_exit(mm) }
 }
 
+/// Pages' worth of compiled rows in every mm's cache: the count of
+/// `shim.c`'s shrinker.
+#[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+#[no_mangle]
+pub extern "C" fn unwind_user_tables_pages() -> usize {
+    crate::tables::pages()
+}
+
+/// Drop the rows of the cache linked at `link` unless a walk holds it;
+/// the pages' worth freed. `shim.c`'s shrinker calls it for each cache.
+///
+/// # Safety
+///
+/// `link` must be a cache's link on the shrinker's list, under the list's
+/// lock.
+#[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+#[no_mangle]
+pub unsafe extern "C" fn unwind_user_tables_shrink(link: *mut bindings::list_head) -> usize {
+    // SAFETY: The caller's duties are `shrink`'s.
+    unsafe { crate::tables::shrink(link) }
+}
+
 // Each function has the type of its C prototype.
 const _: () = {
     type User = unsafe extern "C" fn(*mut bindings::unwind_stacktrace, c_uint) -> c_int;
@@ -215,5 +237,13 @@ const _: () = {
         let _: unsafe extern "C" fn() -> c_int = bindings::unwind_user_tables_debugfs_init;
         type MmExit = unsafe extern "C" fn(*mut bindings::mm_struct);
         let _: [MmExit; 2] = [unwind_user_mm_exit, bindings::unwind_user_mm_exit];
+        // `unsigned long` is `usize` in the kernel's bindings.
+        let _: extern "C" fn() -> usize = unwind_user_tables_pages;
+        let _: unsafe extern "C" fn() -> usize = bindings::unwind_user_tables_pages;
+        type Shrink = unsafe extern "C" fn(*mut bindings::list_head) -> usize;
+        let _: [Shrink; 2] = [
+            unwind_user_tables_shrink,
+            bindings::unwind_user_tables_shrink,
+        ];
     }
 };

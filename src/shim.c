@@ -12,6 +12,8 @@
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task_stack.h>
+#include <linux/shrinker.h>
+#include <linux/spinlock.h>
 #include <linux/srcu.h>
 #include <linux/sysctl.h>
 #include <linux/unwind_user.h>
@@ -109,6 +111,66 @@ bool unwind_user_mm_seq(struct mm_struct *mm, unsigned int *seq)
 {
 	return mmap_lock_speculate_try_begin(mm, seq);
 }
+
+/*
+ * Every mm's cache of compiled rows, for the shrinker.  The kernel crate
+ * has no shrinker abstraction (Rust Binder keeps a driver-local one), so
+ * the glue is here and the policy in tables.rs: drop a cache's rows unless
+ * a walk holds it.  Not memcg-aware: the rows are charged to the process's
+ * memcg, but reclaim gives them back only on global pressure (and by
+ * drop_caches).
+ */
+static DEFINE_SPINLOCK(unwind_user_tables_lock);
+static LIST_HEAD(unwind_user_tables_list);
+
+void unwind_user_tables_link(struct list_head *link)
+{
+	spin_lock(&unwind_user_tables_lock);
+	list_add_tail(link, &unwind_user_tables_list);
+	spin_unlock(&unwind_user_tables_lock);
+}
+
+void unwind_user_tables_unlink(struct list_head *link)
+{
+	spin_lock(&unwind_user_tables_lock);
+	list_del_init(link);
+	spin_unlock(&unwind_user_tables_lock);
+}
+
+static unsigned long unwind_user_tables_count(struct shrinker *s,
+					      struct shrink_control *sc)
+{
+	return unwind_user_tables_pages() ?: SHRINK_EMPTY;
+}
+
+static unsigned long unwind_user_tables_scan(struct shrinker *s,
+					     struct shrink_control *sc)
+{
+	struct list_head *link;
+	unsigned long freed = 0;
+
+	spin_lock(&unwind_user_tables_lock);
+	list_for_each(link, &unwind_user_tables_list) {
+		if (freed >= sc->nr_to_scan)
+			break;
+		freed += unwind_user_tables_shrink(link);
+	}
+	spin_unlock(&unwind_user_tables_lock);
+	return freed ?: SHRINK_STOP;
+}
+
+static int __init unwind_user_tables_shrinker(void)
+{
+	struct shrinker *s = shrinker_alloc(0, "unwind_user_tables");
+
+	if (!s)
+		return -ENOMEM;
+	s->count_objects = unwind_user_tables_count;
+	s->scan_objects = unwind_user_tables_scan;
+	shrinker_register(s);
+	return 0;
+}
+late_initcall(unwind_user_tables_shrinker);
 
 #ifdef CONFIG_SYSCTL
 static const struct ctl_table unwind_user_sysctls[] = {

@@ -82,6 +82,7 @@ use kernel::{
         lock::{mutex::MutexBackend, Guard},
         Mutex,
     },
+    types::Opaque,
 };
 
 /// New objects a walk may look up (mmap lock, ELF headers) at most.
@@ -244,6 +245,10 @@ impl Inner {
 pub(crate) struct MmTables {
     #[pin]
     inner: Mutex<Inner>,
+    /// Its link in the shrinker's list of every mm's cache (`shim.c`):
+    /// linked once installed, unlinked by [`mm_exit`] before it is freed.
+    #[pin]
+    link: Opaque<bindings::list_head>,
 }
 
 /// `mm`'s cache, allocated at its first use; `None` if there is no memory.
@@ -267,6 +272,8 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
                     memo,
                     scratch,
                 }),
+                // SAFETY: `p` points to the field, at its final place.
+                link <- Opaque::ffi_init(|p| unsafe { bindings::INIT_LIST_HEAD(p) }),
             }),
             GFP_KERNEL_ACCOUNT,
         )
@@ -282,6 +289,10 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
             // Another thread installed one first.
             // SAFETY: `new` came from `KBox::into_raw` and was not installed.
             drop(unsafe { KBox::from_raw(new) });
+        } else {
+            // SAFETY: The link is initialised and on no list, and the cache
+            // lives until `mm_exit()` unlinks it.
+            unsafe { bindings::unwind_user_tables_link((*new).link.get()) };
         }
         got
     } else {
@@ -310,12 +321,62 @@ pub(crate) unsafe fn mm_exit(mm: *mut bindings::mm_struct) {
     if p.is_null() {
         return;
     }
+    let p = p.cast::<MmTables>();
+    // SAFETY: `p` is an installed cache: its link is initialised (and on
+    // the shrinker's list unless it was installed by a thread that has not
+    // linked it yet, which cannot be: that thread uses `mm`). Off the
+    // list, the shrinker cannot reach it any more.
+    unsafe { bindings::unwind_user_tables_unlink((*p).link.get()) };
     // SAFETY: Installed by `mm_tables` from `KBox::into_raw`, and nobody
-    // else holds it (caller's duty).
-    let tables = unsafe { KBox::from_raw(p.cast::<MmTables>()) };
+    // else holds it (caller's duty; the shrinker no longer can).
+    let tables = unsafe { KBox::from_raw(p) };
     let mut inner = tables.inner.lock();
     let bytes = inner.bytes;
     inner.add_bytes(bytes, 0);
+}
+
+/// Pages' worth of compiled rows in every mm's cache (the shrinker's
+/// count; what [`shrink`] can free).
+pub(crate) fn pages() -> usize {
+    let bytes = STATS.get(CACHE_BYTES).map_or(0, |c| {
+        usize::try_from(c.load(Relaxed)).unwrap_or(usize::MAX)
+    });
+    bytes.div_ceil(kernel::page::PAGE_SIZE)
+}
+
+/// Drop every object and row of the cache linked at `link`, unless a walk
+/// holds it (the shrinker does not wait): what `shim.c`'s shrinker does to
+/// each cache until it has freed what reclaim asked for. Returns the pages'
+/// worth of rows freed. The objects are looked up again, their rows
+/// compiled again, by the next walks that meet them.
+///
+/// # Safety
+///
+/// `link` must be the link of an [`MmTables`] on the shrinker's list, and
+/// the list's lock held (so that [`mm_exit`] cannot free it meanwhile).
+pub(crate) unsafe fn shrink(link: *mut bindings::list_head) -> usize {
+    let link = Opaque::cast_from(link).cast_mut();
+    // SAFETY: `link` is the `link` field of a live `MmTables` (caller's
+    // duty).
+    let tables = unsafe { &*kernel::container_of!(link, MmTables, link) };
+    // Reclaim may run in a walk's allocation, under this very mutex.
+    let Some(mut g) = tables.inner.try_lock() else {
+        return 0;
+    };
+    let bytes = g.bytes;
+    if bytes == 0 {
+        return 0;
+    }
+    // Dropped here, under a spinlock: the rows are kmalloc'ed, and `fput()`
+    // of the objects' files defers the last close.
+    g.objects = KVec::new();
+    g.memo.clear();
+    g.seq = None;
+    g.add_bytes(bytes, 0);
+    if let Some(c) = STATS.get(SHRUNK) {
+        c.add(bytes as u64, Relaxed);
+    }
+    bytes.div_ceil(kernel::page::PAGE_SIZE)
 }
 
 /// The rows of the objects of current's address space, as one walk uses
@@ -587,7 +648,8 @@ const EVICTIONS: usize = 13;
 const LOOKUPS_CAPPED: usize = 14;
 const REVALIDATIONS: usize = 15;
 const CACHE_BYTES: usize = 16;
-const REFUSED: usize = 17;
+const SHRUNK: usize = 17;
+const REFUSED: usize = 18;
 const NR_STATS: usize = REFUSED + Cause::COUNT;
 
 /// The counters' names, as debugfs `unwind_user/stats` prints them.
@@ -609,6 +671,7 @@ const NAMES: [&CStr; NR_STATS] = [
     c"lookups_capped",
     c"revalidations",
     c"cache_bytes",
+    c"shrunk",
     // `refused_` + `Cause::NAMES`, in order (checked by KUnit).
     c"refused_no_table",
     c"refused_no_fde",

@@ -80,6 +80,12 @@ static inline void unwind_user_mm_init(struct mm_struct *mm)
 void *unwind_user_mm_install(struct mm_struct *mm, void *new);
 /* C, for Rust: @mm's mmap sequence count in *@seq, false if write-locked. */
 bool unwind_user_mm_seq(struct mm_struct *mm, unsigned int *seq);
+/* C, for Rust: put a new cache's @link on, or take it off, the shrinker's list. */
+void unwind_user_tables_link(struct list_head *link);
+void unwind_user_tables_unlink(struct list_head *link);
+/* Rust, for the shrinker: pages' worth of rows cached; the rows at @link freed. */
+unsigned long unwind_user_tables_pages(void);
+unsigned long unwind_user_tables_shrink(struct list_head *link);
 #else
 static inline void unwind_user_mm_init(struct mm_struct *mm) { }
 static inline void unwind_user_mm_exit(struct mm_struct *mm) { }

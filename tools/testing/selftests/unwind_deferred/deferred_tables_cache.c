@@ -56,7 +56,7 @@
  * finding the end of the stack), table_frames = entries - records,
  * end_of_stack = records, and no frame-pointer frame, refusal, missing
  * object or tables, budget or lookup cap.  The cases (KTAP tests 1-3,
- * 4-6, 7-11, 12-14, 15-17, 18):
+ * 4-6, 7-11, 12-14, 15-17, 18-21, 22):
  *
  * 1. warm: the same workload twice in one process, a grandchild forked
  *    (its new mm must not share the cache) and gone in between: the
@@ -95,7 +95,17 @@
  *    two vectors, < 1 KiB each, and adds its rows, a few 16-byte rows
  *    here: 4 KiB is generous); with the cap put back, no eviction, and
  *    then no miss.
- * 6. exit frees: for every child, cache_bytes before its fork, at its
+ * 6. the shrinker: after a first run, with the child stopped, reclaim is
+ *    asked to drop every slab cache it can (vm.drop_caches = 2:
+ *    drop_slab() calls every shrinker until little more is freed), and
+ *    the unwinder's shrinker empties every mm's cache no walk holds:
+ *    cache_bytes (the rows of every mm: nothing else is sampled, every
+ *    cache is idle) goes from above 0 to exactly 0, and shrunk grows by
+ *    exactly what it held.  Then the same run again compiles again what
+ *    the first compiled: its row_misses beyond the library's functions
+ *    met (the program's and libc's functions: thread_main, start_thread,
+ *    clone3) and its object lookups equal the first run's; chains exact.
+ * 7. exit frees: for every child, cache_bytes before its fork, at its
  *    last stop (must be above: it held rows) and once it is gone (must be
  *    at most the value before: no other process is sampled, so no other
  *    cache can grow meanwhile: bound 0).  The children end differently:
@@ -1464,9 +1474,9 @@ static void max_kb_restore(void)
 
 /* ---------------- the cases ---------------- */
 
-#define NR_RESULTS	18
+#define NR_RESULTS	22
 
-static struct child children[5];
+static struct child children[6];
 static int nchildren;
 
 static void case_warm(void)
@@ -1647,10 +1657,65 @@ static void case_cap(void)
 	result_accounting(c, "cap");
 }
 
+/* vm.drop_caches = 2: reclaim every slab cache it can (drop_slab()). */
+static bool drop_slab(void)
+{
+	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+	bool ok = fd >= 0 && write(fd, "2\n", 2) == 2;
+
+	if (!ok)
+		ksft_print_msg("vm.drop_caches: %s\n", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static void case_shrink(void)
+{
+	struct child *c = &children[nchildren++];
+	const int d[MAX_WORKERS] = { 40 };
+	uint64_t held = UINT64_MAX, left = UINT64_MAX, shrunk = 0;
+	int64_t other[2] = { -1, -1 }, lookups[2] = { -1, -1 };
+	struct dc_stats s0, s1;
+	bool dropped_all = false, again;
+	char buf[1024];
+
+	if (child_start(c, "shrink", 1) && child_phase(c, OP_LOAD, LIBA, d)) {
+		if (dc_stats_read(&s0) && drop_slab() && dc_stats_read(&s1)) {
+			held = stat_of(&s0, "cache_bytes");
+			left = stat_of(&s1, "cache_bytes");
+			shrunk = stat_of(&s1, "shrunk") - stat_of(&s0, "shrunk");
+			dropped_all = held != UINT64_MAX && held > 0 && left == 0 &&
+				      shrunk == held;
+		}
+		child_phase(c, OP_RUN, LIBA, d);
+	}
+	child_end(c, END_EXIT);
+	ksft_test_result(chains_ok(c, buf, sizeof(buf)),
+			 "shrink: a run, reclaim, the same run again: %s\n", buf);
+	ksft_test_result(dropped_all,
+			 "shrink: vm.drop_caches = 2 with the child stopped: cache_bytes %llu -> %llu (0), shrunk +%llu (= what it held)\n",
+			 (unsigned long long)held, (unsigned long long)left,
+			 (unsigned long long)shrunk);
+	for (int k = 0; k < 2 && k < c->nph; k++) {
+		other[k] = delta(c, k, "row_misses") - (int64_t)c->ph[k].lib_fns;
+		lookups[k] = delta(c, k, "lookups");
+	}
+	again = c->nph == 2 && c->ph[0].lib_fns > 0 && c->ph[1].lib_fns > 0 &&
+		other[0] > 0 && other[1] == other[0] && lookups[0] > 0 &&
+		lookups[1] == lookups[0];
+	ksft_test_result(again,
+			 "shrink: the run after compiles again what the first compiled: row_misses beyond the library's functions met %lld (first run %lld), lookups %lld (first run %lld); library functions met %zu, %zu\n",
+			 (long long)other[1], (long long)other[0], (long long)lookups[1],
+			 (long long)lookups[0], c->nph > 0 ? c->ph[0].lib_fns : 0,
+			 c->nph > 1 ? c->ph[1].lib_fns : 0);
+	result_accounting(c, "shrink");
+}
+
 static void case_exit(uint64_t baseline)
 {
 	uint64_t now = cache_bytes_now();
-	bool ok = nchildren == 5 && now != UINT64_MAX && now <= baseline;
+	bool ok = nchildren == 6 && now != UINT64_MAX && now <= baseline;
 	char buf[1024];
 	size_t n = 0;
 
@@ -1827,6 +1892,7 @@ int main(int argc, char **argv)
 	case_mappings();
 	case_threads();
 	case_cap();
+	case_shrink();
 	case_exit(baseline);
 	for (int i = 0; i < nchildren; i++)
 		free_child(&children[i]);
