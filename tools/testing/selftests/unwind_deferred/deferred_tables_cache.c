@@ -159,6 +159,14 @@
 #define PERIOD_NS	1000000
 #define RING_PAGES	256		/* 1 MiB per worker, drained every 20 ms */
 #define PHASE_MS	10000		/* CPU time of a worker's run, at most */
+/*
+ * Under the 1 KiB cap every walk compiles most of its FDEs again: on the
+ * debug kernel (KASAN, lockdep) about 0.4 s of CPU a walk, so 10 s gave
+ * 19-21 leaf records where MIN_LEAF wants 20.  The capped runs may take
+ * longer; they still stop at LEAF_TARGET leaf records.
+ */
+#define CAP_PHASE_MS	30000
+static unsigned int phase_ms = PHASE_MS;
 #define MIN_LEAF	20		/* leaf records per worker and phase */
 #define LEAF_TARGET	30		/* leaf records the parent waits for */
 #define MAX_WORKERS	4
@@ -903,7 +911,7 @@ static bool child_phase_hops(struct child *c, int op, int lib, const int *depth,
 		p->depth[i] = ctl->depth[i] = depth[i];
 	ctl->op = op;
 	ctl->lib = lib;
-	ctl->ms = dry_run ? 50 : PHASE_MS;
+	ctl->ms = dry_run ? 50 : phase_ms;
 	ctl->stop = 0;
 	ctl->err = 0;
 	ctl->msg[0] = 0;
@@ -1629,8 +1637,10 @@ static void case_cap(void)
 		broken(c, "cannot set %s to %d", MAX_KB_SYSCTL, CAP_KB);
 	} else if (child_start(c, "cap", 1)) {
 		capped = true;
+		phase_ms = CAP_PHASE_MS;
 		child_phase_hops(c, OP_LOAD, LIBA, d, NR_HOPS);
 		child_phase_hops(c, OP_RUN, LIBA, d, NR_HOPS);
+		phase_ms = PHASE_MS;
 		for (int k = 0; k < c->nph; k++)
 			over[k] = stat_of(&c->ph[k].st, "cache_bytes") - c->bytes_before;
 		if (!max_kb_set(max_kb_orig))
