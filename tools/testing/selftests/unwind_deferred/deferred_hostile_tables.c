@@ -326,8 +326,8 @@ static const struct tcase cases[] = {
 	  { "refused_fault", "refused_bound" }, 2 },
 	{ "lookups",	K_LOOKUPS,	"lookups_capped", {}, 5 },
 	{ "churn",	K_CHURN,	"revalidations",
-	  { "refused_fault", "refused_cfa_not_above" }, 20 },
-	{ "hotplug",	K_HOTPLUG,	"table_frames", {}, 20 },
+	  { "refused_fault", "refused_cfa_not_above" }, 10 },
+	{ "hotplug",	K_HOTPLUG,	"table_frames", {}, 10 },
 };
 
 /* The cases whose object has no usable .eh_frame_hdr. */
@@ -905,7 +905,7 @@ static __attribute__((noipa)) void child(const char *path)
  */
 #define CPU1_ONLINE	"/sys/devices/system/cpu/cpu1/online"
 #define HOTPLUG_MS	40
-#define HOTPLUG_CYCLES	3
+#define HOTPLUG_CYCLES	2
 static int offlines;		/* times CPU 1 went offline in the case */
 
 static int set_cpu1(int on)
