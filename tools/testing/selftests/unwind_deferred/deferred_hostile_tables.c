@@ -61,11 +61,76 @@
  *                 probe (entry 2) faults: refused_fault
  *   valid         table_frames
  *
+ * Hostile ELF headers over valid tables (src/logic/elf.rs, locate()
+ * refuses each: no_eh_frame as for garbage, 2 per process):
+ *   phoff_out     e_phoff at the file's end: the program headers are in
+ *                 the unmapped page after the mapping
+ *   phnum_big     e_phnum 0xffff (PN_XNUM), over MAX_PHDRS (64)
+ *   phentsize     e_phentsize 64, not sizeof(Elf64_Phdr)
+ *   ehfr_out      PT_GNU_EH_FRAME in the unmapped page after the mapping
+ *   ehfr_code     PT_GNU_EH_FRAME at the code (version byte 0x49)
+ * And:
+ *   unsorted      hdr table (blob -> F), (0 -> G), (blob + 0x1000 -> G):
+ *                 the binary search probes entry 1, then entry 2, and
+ *                 ends at G, which does not cover the blob (the walk
+ *                 checks the FDE's range, not the table's order):
+ *                 refused_no_fde, the fallback chain.  Overlapping FDEs
+ *                 are the host test rows::overlapping_fdes_answer_as_the_search.
+ *   cfa_odd       CFA rsp+4, return address at CFA-4 (a CIE with data
+ *                 alignment -4): a table step checks that the CFA is
+ *                 above the stack pointer, not that it is word-aligned
+ *                 (upstream's frame step, unwind_user_next_common(),
+ *                 refuses an unaligned CFA): accepted, the chain of
+ *                 valid, table_frames
+ *   budget        an FDE whose compilation reads about 460 times, then
+ *                 faults at the mapping's end (transient: compiled again
+ *                 at every frame), and the blob called by ht_fp_enter
+ *                 with %rbp at NR_FP_FRAMES crafted frame records, each
+ *                 returning to blob + 1: the walk's reads run out after
+ *                 about 35 frames (MAX_TABLE_READS, 16,384) and the rest
+ *                 go by frame pointer: exactly [blob, (blob + 1) x
+ *                 NR_FP_FRAMES, ht_caller, ht_outer, ...];
+ *                 budget_exhausted grows by one per walk of the blob at
+ *                 least, refused_fault too, refused_bound may (the
+ *                 compilation the budget ends), no table_frames
+ *   lookups       the valid object mapped NR_OBJS (20) times; the blob
+ *                 in the first is entered by ht_ret_enter, which pushes
+ *                 the return pads (nop; ret) of the other 19 and a label
+ *                 of its own: a true return chain through 20 objects.
+ *                 A walk looks up MAX_LOOKUPS (16) new objects at most,
+ *                 and the mm's cache keeps them: the first walk of the
+ *                 blob is exactly [blob, 16 pads, ht_caller, ...] (the
+ *                 17th lookup is refused, lookups_capped, and the
+ *                 frame-pointer step from ht_ret_enter's frame record
+ *                 skips the rest), every later one [blob, 19 pads,
+ *                 ht_ret_enter, ht_caller, ...]; no refusal
+ *   churn         hdr and .eh_frame on the second page; a second thread
+ *                 of the child unmaps that page, maps it back from the
+ *                 file, rewrites the FDE's CFA offset in the file (8 or
+ *                 0), in turns every 300 us, under the walks: every
+ *                 record is exactly the chain of valid or the fallback
+ *                 chain (unmapped: no_eh_frame or refused_fault;
+ *                 rewritten to 0: refused_cfa_not_above), no other
+ *                 refusal, revalidations grows.  Which one a record is
+ *                 depends on the moment, so the share is printed, not
+ *                 asserted; the rows of a file rewritten under an
+ *                 unchanged mapping are not compiled again (they depend
+ *                 on the file's contents, which a mapping is assumed to
+ *                 keep: see src/tables.rs).
+ *   hotplug       the valid object, the child pinned to CPU 1, which
+ *                 goes offline and online again every 40 ms (the child
+ *                 pinned again): the chain of valid, table_frames, and
+ *                 on every kernel CPU 1 offline HOTPLUG_CYCLES times at
+ *                 least and blob records of entries on both CPUs (the
+ *                 cookie's low half is the CPU + 1); a SKIP without
+ *                 cpu1/online.
+ *
  * Checked for every case, on every kernel: each sample of the child has a
  * cookie and each cookie exactly one record of the child, MISC_USER,
  * non-empty, user addresses only; nothing lost; at least MIN_BLOB_RECORDS
- * records start in the blob.  Without the tables switch (upstream C) only
- * these are asserted.
+ * records start in the blob (the cases with fewer wanted, that many).
+ * Without the tables switch (upstream C) only these are asserted, and
+ * hotplug's CPUs.
  *
  * --dry-run [DIR]: build each case's file, map it, call the blob a few
  * times through ht_outer() and ht_caller() (stop already set: one read
@@ -77,6 +142,8 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,7 +177,11 @@
 #define BLOB_OFF	0x280
 #define HDR_OFF		0x300
 #define EH_OFF		0x400
-#define EH_MAX		(0x1800 - EH_OFF)
+/* The churn case: hdr and .eh_frame on the second page. */
+#define CHURN_HDR_OFF	(PAGE + 0x000)
+#define CHURN_EH_OFF	(PAGE + 0x100)
+/* The budget case: a 64 KiB FDE that runs past the file's end. */
+#define BUDGET_SIZE	(15 * PAGE)
 
 /*
  * ht_blob(fd, buf, len, unused, stop): read(fd, buf, len) until *stop.
@@ -127,12 +198,82 @@ asm(".pushsection .text\n"
 	"	cmpl $0, (%r8)\n"
 	"	je 1b\n"
 	"	ret\n"
+	/* A return pad: the lookups case returns through each mapping's. */
+	".globl ht_blob_pad\n"
+	"ht_blob_pad:\n"
+	"	nop\n"
+	"	ret\n"
 	".globl ht_blob_end\n"
 	"ht_blob_end:\n"
 	".size ht_blob, . - ht_blob\n"
 	".popsection\n");
 
-extern const char ht_blob[], ht_blob_end[];
+/*
+ * ht_fp_enter(fd, buf, len, ra, stop, blob): a frame record of its own,
+ * then NR_FP_FRAMES frame records below it on the stack, each [next
+ * record, ra], the highest linking to its own; calls the blob with %rbp
+ * at the lowest, so that a frame-pointer walk from the blob meets ra
+ * NR_FP_FRAMES times, then ht_caller.
+ */
+#define NR_FP_FRAMES	48
+#define STR_(x)		#x
+#define STR(x)		STR_(x)
+asm(".pushsection .text\n"
+	".globl ht_fp_enter\n"
+	".type ht_fp_enter, @function\n"
+	"ht_fp_enter:\n"
+	"	push %rbp\n"
+	"	mov %rsp, %rbp\n"
+	"	sub $16 * " STR(NR_FP_FRAMES) ", %rsp\n"
+	"	mov %rbp, %r10\n"
+	"	lea -16(%rbp), %r11\n"
+	"1:	mov %r10, (%r11)\n"
+	"	mov %rcx, 8(%r11)\n"
+	"	mov %r11, %r10\n"
+	"	sub $16, %r11\n"
+	"	cmp %rsp, %r11\n"
+	"	jae 1b\n"
+	"	mov %rsp, %rbp\n"
+	"	call *%r9\n"
+	"	lea 16 * " STR(NR_FP_FRAMES) "(%rsp), %rbp\n"
+	"	leave\n"
+	"	ret\n"
+	".size ht_fp_enter, . - ht_fp_enter\n"
+	".popsection\n");
+
+/*
+ * ht_ret_enter(fd, buf, len, ras, stop, blob): a frame record, then the
+ * address of its label 2 and ras[NR_OBJS - 2] ... ras[0] pushed, and a
+ * jump to the blob: the blob returns to ras[0], a return pad in another
+ * mapping, which returns to ras[1], ..., the last to label 2, which
+ * returns to ht_caller.  The stack always holds the true return chain.
+ */
+#define NR_OBJS		20
+/* New objects one walk may look up (tables.rs). */
+#define MAX_LOOKUPS	16
+asm(".pushsection .text\n"
+	".globl ht_ret_enter\n"
+	".type ht_ret_enter, @function\n"
+	"ht_ret_enter:\n"
+	"	push %rbp\n"
+	"	mov %rsp, %rbp\n"
+	"	lea 2f(%rip), %rax\n"
+	"	push %rax\n"
+	"	mov $" STR(NR_OBJS) " - 1, %r10\n"
+	"1:	push -8(%rcx, %r10, 8)\n"
+	"	dec %r10\n"
+	"	jnz 1b\n"
+	"	jmp *%r9\n"
+	"2:	pop %rbp\n"
+	"	ret\n"
+	".size ht_ret_enter, . - ht_ret_enter\n"
+	".popsection\n");
+
+extern const char ht_blob[], ht_blob_pad[], ht_blob_end[];
+void ht_fp_enter(long fd, void *buf, long len, uint64_t ra, volatile int *stop,
+		 const void *blob);
+void ht_ret_enter(long fd, void *buf, long len, const uint64_t *ras,
+		  volatile int *stop, const void *blob);
 typedef void (*blob_fn)(long fd, void *buf, long len, long unused,
 			volatile int *stop);
 
@@ -140,6 +281,8 @@ struct ctl {
 	volatile int ready, go, stop;
 	volatile int err;
 	volatile uint64_t blob;	/* where the child mapped the blob */
+	volatile uint64_t ras[NR_OBJS - 1];	/* lookups: the return pads */
+	volatile int churns;	/* churn: mapping changes and rewrites done */
 };
 
 static struct ctl *ctl;
@@ -148,12 +291,16 @@ static char *read_buf;
 static char *map_base;		/* the child's (or dry run's) mapping */
 
 enum kind { K_GARBAGE, K_HUGE_COUNT, K_CIE_SELF, K_CFA_SP0, K_CFA_SP_M8,
-	    K_CFA_HUGE, K_REMEMBER, K_MANY_OPS, K_TRUNCATED, K_VALID };
+	    K_CFA_HUGE, K_REMEMBER, K_MANY_OPS, K_TRUNCATED, K_VALID,
+	    K_PHOFF_OUT, K_PHNUM_BIG, K_PHENTSIZE, K_EHFR_OUT, K_EHFR_CODE,
+	    K_UNSORTED, K_CFA_ODD, K_BUDGET, K_LOOKUPS, K_CHURN, K_HOTPLUG };
 
 struct tcase {
 	const char *name;
 	enum kind kind;
 	const char *counter;	/* the stats counter that must grow */
+	const char *also[2];	/* other refused_* counters that may grow */
+	int want;		/* blob records wanted (0: WANT_BLOB_RECORDS) */
 };
 
 static const struct tcase cases[] = {
@@ -167,7 +314,34 @@ static const struct tcase cases[] = {
 	{ "many_ops",	K_MANY_OPS,	"refused_bound" },
 	{ "truncated",	K_TRUNCATED,	"refused_fault" },
 	{ "valid",	K_VALID,	"table_frames" },
+	{ "phoff_out",	K_PHOFF_OUT,	"no_eh_frame", {}, 5 },
+	{ "phnum_big",	K_PHNUM_BIG,	"no_eh_frame", {}, 5 },
+	{ "phentsize",	K_PHENTSIZE,	"no_eh_frame", {}, 5 },
+	{ "ehfr_out",	K_EHFR_OUT,	"no_eh_frame", {}, 5 },
+	{ "ehfr_code",	K_EHFR_CODE,	"no_eh_frame", {}, 5 },
+	{ "unsorted",	K_UNSORTED,	"refused_no_fde", {}, 5 },
+	{ "cfa_odd",	K_CFA_ODD,	"table_frames", {}, 5 },
+	/* Each walk of the blob does 16,384 reads: 0.5-1 s under TCG. */
+	{ "budget",	K_BUDGET,	"budget_exhausted",
+	  { "refused_fault", "refused_bound" }, 2 },
+	{ "lookups",	K_LOOKUPS,	"lookups_capped", {}, 5 },
+	{ "churn",	K_CHURN,	"revalidations",
+	  { "refused_fault", "refused_cfa_not_above" }, 10 },
+	{ "hotplug",	K_HOTPLUG,	"table_frames", {}, 10 },
 };
+
+/* The cases whose object has no usable .eh_frame_hdr. */
+static bool no_hdr(enum kind k)
+{
+	return k == K_GARBAGE || (k >= K_PHOFF_OUT && k <= K_EHFR_CODE);
+}
+
+/* The cases whose table steps succeed. */
+static bool steps(enum kind k)
+{
+	return k == K_VALID || k == K_CFA_ODD || k == K_LOOKUPS || k == K_CHURN ||
+	       k == K_HOTPLUG;
+}
 
 /* ---------------- building the object ---------------- */
 
@@ -187,14 +361,25 @@ static size_t uleb(unsigned char *p, uint64_t v)
 	return n;
 }
 
-/*
- * The CIE at EH_OFF: version 1, "zR", code align 1, data align -8, RA
- * column 16, pointers pcrel|sdata4; DW_CFA_def_cfa rsp+8, DW_CFA_offset
- * r16 at CFA-8.  Returns its size.
- */
-static size_t put_cie(unsigned char *f)
+/* Where this case's .eh_frame starts (EH_OFF, or CHURN_EH_OFF). */
+static size_t eh_off = EH_OFF;
+/* The file offset of the churn case's CFA offset byte (8, or 0 rewritten). */
+static size_t churn_byte;
+
+/* The file (and mapping) size of a case. */
+static size_t case_size(enum kind kind)
 {
-	static const unsigned char body[] = {
+	return kind == K_BUDGET ? BUDGET_SIZE : FILE_SIZE;
+}
+
+/*
+ * The CIE at eh_off: version 1, "zR", code align 1, data align -8 (or
+ * -4 for @da4), RA column 16, pointers pcrel|sdata4; DW_CFA_def_cfa
+ * rsp+8, DW_CFA_offset r16 at CFA-8.  Returns its size.
+ */
+static size_t put_cie(unsigned char *f, bool da4)
+{
+	unsigned char body[] = {
 		0, 0, 0, 0,		/* CIE id */
 		1, 'z', 'R', 0,		/* version, augmentation */
 		1, 0x78, 16,		/* code align, data align -8, RA column */
@@ -204,25 +389,39 @@ static size_t put_cie(unsigned char *f)
 		0, 0,			/* padding (nops) */
 	};
 
-	put32(f + EH_OFF, sizeof(body));
-	memcpy(f + EH_OFF + 4, body, sizeof(body));
+	if (da4) {
+		body[9] = 0x7c;		/* data align -4 */
+		body[17] = 2;		/* r16 at CFA - 2 * 4 */
+	}
+	put32(f + eh_off, sizeof(body));
+	memcpy(f + eh_off + 4, body, sizeof(body));
 	return 4 + sizeof(body);
+}
+
+/*
+ * An FDE at @off for [@begin, @begin + @range) (file offsets), CIE at
+ * @cie, with @insns.  Returns its size.
+ */
+static size_t put_fde_at(unsigned char *f, size_t off, size_t cie, size_t begin,
+			 size_t range, const unsigned char *insns, size_t n)
+{
+	size_t len = 4 + 4 + 4 + 1 + n, pad = (4 - len % 4) % 4;
+
+	put32(f + off, len + pad);
+	put32(f + off + 4, off + 4 - cie);			/* CIE pointer */
+	put32(f + off + 8, (uint32_t)(begin - (off + 8)));	/* pc_begin, pcrel */
+	put32(f + off + 12, range);				/* pc_range */
+	f[off + 16] = 0;					/* augmentation data */
+	memcpy(f + off + 17, insns, n);
+	memset(f + off + 17 + n, 0, pad);
+	return 4 + len + pad;
 }
 
 /* An FDE at @off for the blob, CIE at @cie, with @insns.  Returns its size. */
 static size_t put_fde(unsigned char *f, size_t off, size_t cie,
 		      const unsigned char *insns, size_t n, size_t blob_len)
 {
-	size_t len = 4 + 4 + 4 + 1 + n, pad = (4 - len % 4) % 4;
-
-	put32(f + off, len + pad);
-	put32(f + off + 4, off + 4 - cie);			/* CIE pointer */
-	put32(f + off + 8, (uint32_t)(BLOB_OFF - (off + 8)));	/* pc_begin, pcrel */
-	put32(f + off + 12, blob_len);				/* pc_range */
-	f[off + 16] = 0;					/* augmentation data */
-	memcpy(f + off + 17, insns, n);
-	memset(f + off + 17 + n, 0, pad);
-	return 4 + len + pad;
+	return put_fde_at(f, off, cie, BLOB_OFF, blob_len, insns, n);
 }
 
 /*
@@ -235,24 +434,62 @@ static size_t put_hdr(unsigned char *f, size_t hdr, size_t fde, uint32_t count)
 	f[hdr + 1] = 0x1b;
 	f[hdr + 2] = 0x03;
 	f[hdr + 3] = 0x3b;
-	put32(f + hdr + 4, (uint32_t)(EH_OFF - (hdr + 4)));
+	put32(f + hdr + 4, (uint32_t)(eh_off - (hdr + 4)));
 	put32(f + hdr + 8, count);
 	put32(f + hdr + 12, (uint32_t)(BLOB_OFF - hdr));
 	put32(f + hdr + 16, (uint32_t)(fde - hdr));
 	return 20;
 }
 
+/* Table entry @i of the hdr at @hdr: (@start -> @fde), file offsets. */
+static void put_entry(unsigned char *f, size_t hdr, int i, size_t start, size_t fde)
+{
+	put32(f + hdr + 12 + 8 * i, (uint32_t)(start - hdr));
+	put32(f + hdr + 16 + 8 * i, (uint32_t)(fde - hdr));
+}
+
+/*
+ * The budget case's FDE at @fde for the blob: 0xff00 bytes long (under
+ * the interpreter's 64 KiB entry bound), so it runs past the file's end
+ * (BUDGET_SIZE), where the page after the mapping is unmapped.  Its
+ * instructions up to there are DW_CFA_expression r12 (a register the walk
+ * ignores: the expression is skipped, not read) with 128-byte
+ * expressions, so that each instruction starts past the interpreter's
+ * 128-byte read window: one user read each, about 450 to the end of the
+ * mapping (well under the 1,024-instruction bound), where the next read
+ * faults.  A fault is transient, never remembered: every frame at a pc
+ * of the blob compiles the FDE again, about 460 reads, and a walk over
+ * NR_FP_FRAMES such frames needs about 22,000 reads, more than
+ * MAX_TABLE_READS (16,384, src/logic/walk.rs).
+ */
+static void put_budget_fde(unsigned char *f, size_t fde, size_t blob_len)
+{
+	size_t p = fde + 17;
+
+	put32(f + fde, 0xff00);
+	put32(f + fde + 4, fde + 4 - eh_off);
+	put32(f + fde + 8, (uint32_t)(BLOB_OFF - (fde + 8)));
+	put32(f + fde + 12, blob_len);
+	f[fde + 16] = 0;
+	for (; p + 132 <= BUDGET_SIZE; p += 132) {
+		f[p] = 0x10;		/* DW_CFA_expression r12, 128 bytes */
+		f[p + 1] = 12;
+		f[p + 2] = 0x80;
+		f[p + 3] = 0x01;
+	}
+}
+
 static void build(unsigned char *f, enum kind kind)
 {
 	static const char shstr[] = "\0.text\0.eh_frame_hdr\0.eh_frame\0.shstrtab";
 	size_t blob_len = ht_blob_end - ht_blob, hdr = HDR_OFF, hdr_len = 20;
-	size_t eh_len, fde = 0, n = 0;
+	size_t size = case_size(kind), eh_len, fde = 0, n = 0;
 	unsigned char ins[5000];
 	Elf64_Ehdr *eh = (Elf64_Ehdr *)f;
 	Elf64_Phdr *ph = (Elf64_Phdr *)(f + sizeof(*eh));
 	Elf64_Shdr *sh = (Elf64_Shdr *)(f + SHDR_OFF);
 
-	memset(f, 0, FILE_SIZE);
+	memset(f, 0, size);
 	memcpy(eh->e_ident, ELFMAG, SELFMAG);
 	eh->e_ident[EI_CLASS] = ELFCLASS64;
 	eh->e_ident[EI_DATA] = ELFDATA2LSB;
@@ -271,8 +508,12 @@ static void build(unsigned char *f, enum kind kind)
 	eh->e_shstrndx = NR_SHDRS - 1;
 	memcpy(f + BLOB_OFF, ht_blob, blob_len);
 
-	eh_len = put_cie(f);
-	fde = EH_OFF + eh_len;
+	/* The churn case keeps its tables on the second page, apart from the code. */
+	eh_off = kind == K_CHURN ? CHURN_EH_OFF : EH_OFF;
+	if (kind == K_CHURN)
+		hdr = CHURN_HDR_OFF;
+	eh_len = put_cie(f, kind == K_CFA_ODD);
+	fde = eh_off + eh_len;
 	switch (kind) {
 	case K_GARBAGE:
 		/* xorshift bytes over hdr and .eh_frame; version byte not 1. */
@@ -307,6 +548,14 @@ static void build(unsigned char *f, enum kind kind)
 	case K_CFA_SP_M8:
 	case K_CFA_HUGE:
 	case K_VALID:
+	case K_PHOFF_OUT:
+	case K_PHNUM_BIG:
+	case K_PHENTSIZE:
+	case K_EHFR_OUT:
+	case K_EHFR_CODE:
+	case K_LOOKUPS:
+	case K_CHURN:
+	case K_HOTPLUG:
 		if (kind == K_CFA_SP0) {
 			ins[n++] = 0x0c;	/* DW_CFA_def_cfa rsp, 0 */
 			ins[n++] = 7;
@@ -319,12 +568,44 @@ static void build(unsigned char *f, enum kind kind)
 			ins[n++] = 0x0c;	/* DW_CFA_def_cfa rsp, 0x7ffffff8 */
 			ins[n++] = 7;
 			n += uleb(ins + n, 0x7ffffff8);
+		} else if (kind == K_CHURN) {
+			ins[n++] = 0x0c;	/* DW_CFA_def_cfa rsp, 8 (or 0) */
+			ins[n++] = 7;
+			ins[n++] = 8;
+			churn_byte = fde + 17 + 2;
 		} else {
 			ins[n++] = 0;		/* the CIE's rules: rsp+8, RA at CFA-8 */
 		}
+		eh_len += put_fde(f, fde, eh_off, ins, n, blob_len);
+		hdr_len = put_hdr(f, hdr, fde, 1);
+		break;
+	case K_CFA_ODD:
+		ins[n++] = 0x0c;		/* DW_CFA_def_cfa rsp, 4 */
+		ins[n++] = 7;
+		ins[n++] = 4;
+		ins[n++] = 0x90;		/* DW_CFA_offset r16, 1 * -4 */
+		ins[n++] = 1;
 		eh_len += put_fde(f, fde, EH_OFF, ins, n, blob_len);
 		hdr_len = put_hdr(f, hdr, fde, 1);
 		break;
+	case K_UNSORTED: {
+		/*
+		 * Entries (blob -> F), (0 -> G), (blob + 0x1000 -> G): sorted,
+		 * the first two would be the other way round.  The search
+		 * probes entry 1 (0 <= pc), then entry 2 (above pc): it ends
+		 * at G, an FDE for [0, 0x10), which does not cover the blob.
+		 */
+		size_t g;
+
+		ins[n++] = 0;
+		eh_len += put_fde(f, fde, EH_OFF, ins, n, blob_len);
+		g = EH_OFF + eh_len;
+		eh_len += put_fde_at(f, g, EH_OFF, 0, 0x10, ins, n);
+		hdr_len = put_hdr(f, hdr, fde, 3) + 16;
+		put_entry(f, hdr, 1, 0, g);
+		put_entry(f, hdr, 2, BLOB_OFF + 0x1000, g);
+		break;
+	}
 	case K_REMEMBER:
 		memset(ins, 0x0a, 100);	/* DW_CFA_remember_state */
 		n = 100;
@@ -344,17 +625,43 @@ static void build(unsigned char *f, enum kind kind)
 		hdr = FILE_SIZE - 20;
 		hdr_len = put_hdr(f, hdr, fde, 4);
 		break;
+	case K_BUDGET:
+		put_budget_fde(f, fde, blob_len);
+		eh_len = size - EH_OFF;
+		hdr_len = put_hdr(f, hdr, fde, 1);
+		break;
 	}
 
 	ph[0].p_type = PT_LOAD;
 	ph[0].p_flags = PF_R | PF_X;
-	ph[0].p_filesz = ph[0].p_memsz = FILE_SIZE;
+	ph[0].p_filesz = ph[0].p_memsz = size;
 	ph[0].p_align = PAGE;
 	ph[1].p_type = PT_GNU_EH_FRAME;
 	ph[1].p_flags = PF_R;
 	ph[1].p_offset = ph[1].p_vaddr = ph[1].p_paddr = hdr;
 	ph[1].p_filesz = ph[1].p_memsz = hdr_len;
 	ph[1].p_align = 4;
+
+	/* Hostile ELF headers, over valid tables (elf::locate refuses each). */
+	switch (kind) {
+	case K_PHOFF_OUT:	/* the program headers in the unmapped page after the file */
+		eh->e_phoff = size;
+		break;
+	case K_PHNUM_BIG:	/* PN_XNUM: more than elf::MAX_PHDRS (64) */
+		eh->e_phnum = 0xffff;
+		break;
+	case K_PHENTSIZE:	/* not sizeof(Elf64_Phdr) */
+		eh->e_phentsize = sizeof(*ph) + 8;
+		break;
+	case K_EHFR_OUT:	/* PT_GNU_EH_FRAME in the unmapped page after the file */
+		ph[1].p_offset = ph[1].p_vaddr = ph[1].p_paddr = size;
+		break;
+	case K_EHFR_CODE:	/* PT_GNU_EH_FRAME at the code: version byte 0x49 */
+		ph[1].p_offset = ph[1].p_vaddr = ph[1].p_paddr = BLOB_OFF;
+		break;
+	default:
+		break;
+	}
 
 	memcpy(f + SHSTR_OFF, shstr, sizeof(shstr));
 	sh[1] = (Elf64_Shdr){ .sh_name = 1, .sh_type = SHT_PROGBITS,
@@ -364,7 +671,7 @@ static void build(unsigned char *f, enum kind kind)
 		.sh_flags = SHF_ALLOC, .sh_addr = hdr, .sh_offset = hdr,
 		.sh_size = hdr_len, .sh_addralign = 4 };
 	sh[3] = (Elf64_Shdr){ .sh_name = 21, .sh_type = SHT_PROGBITS,
-		.sh_flags = SHF_ALLOC, .sh_addr = EH_OFF, .sh_offset = EH_OFF,
+		.sh_flags = SHF_ALLOC, .sh_addr = eh_off, .sh_offset = eh_off,
 		.sh_size = eh_len, .sh_addralign = 8 };
 	sh[4] = (Elf64_Shdr){ .sh_name = 31, .sh_type = SHT_STRTAB,
 		.sh_offset = SHSTR_OFF, .sh_size = sizeof(shstr), .sh_addralign = 1 };
@@ -373,7 +680,8 @@ static void build(unsigned char *f, enum kind kind)
 /* Write the case's object to @path (created with mkstemp if it ends in X). */
 static int write_case(const struct tcase *c, char *path)
 {
-	static unsigned char f[FILE_SIZE];
+	static unsigned char f[BUDGET_SIZE];
+	size_t size = case_size(c->kind);
 	int fd, ok;
 
 	_Static_assert(SHDR_OFF + NR_SHDRS * sizeof(Elf64_Shdr) <= BLOB_OFF, "layout");
@@ -381,41 +689,56 @@ static int write_case(const struct tcase *c, char *path)
 	fd = strchr(path, 'X') ? mkstemp(path) : open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
 	if (fd < 0)
 		return -errno;
-	ok = write(fd, f, FILE_SIZE) == (ssize_t)FILE_SIZE;
+	ok = write(fd, f, size) == (ssize_t)size;
 	close(fd);
 	return ok ? 0 : -EIO;
 }
 
-/* Map @path at offset 0 with the page after it unmapped. */
-static char *map_case(const char *path)
+/* Map @fd (@size bytes) at offset 0 with the page after it unmapped. */
+static char *map_fd(int fd, size_t size)
 {
-	int fd = open(path, O_RDONLY);
 	char *p, *q;
 
-	if (fd < 0)
+	p = mmap(NULL, size + PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
 		return NULL;
-	p = mmap(NULL, FILE_SIZE + PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED) {
-		close(fd);
-		return NULL;
-	}
-	q = mmap(p, FILE_SIZE, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd, 0);
-	close(fd);
-	if (q != p || munmap(p + FILE_SIZE, PAGE)) {
-		munmap(p, FILE_SIZE + PAGE);
+	q = mmap(p, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd, 0);
+	if (q != p || munmap(p + size, PAGE)) {
+		munmap(p, size + PAGE);
 		return NULL;
 	}
 	return p;
 }
 
+static char *map_case(const char *path, size_t size)
+{
+	int fd = open(path, O_RDONLY);
+	char *p;
+
+	if (fd < 0)
+		return NULL;
+	p = map_fd(fd, size);
+	close(fd);
+	return p;
+}
+
 /* ---------------- the child's frames ---------------- */
+
+static enum kind cur_kind;	/* the case running (set before the fork) */
+static uint64_t lookup_ras[NR_OBJS - 1];	/* lookups: the return pads */
+static int churn_fd = -1;	/* churn: the file, mapped and rewritten */
 
 __attribute__((noipa)) void ht_caller(void)
 {
-	blob_fn blob = (blob_fn)(map_base + BLOB_OFF);
+	const char *blob = map_base + BLOB_OFF;
 
 	DC_KEEP_FRAME();
-	blob(zero_fd, read_buf, READ_SIZE, 0, &ctl->stop);
+	if (cur_kind == K_BUDGET)
+		ht_fp_enter(zero_fd, read_buf, READ_SIZE, (uintptr_t)blob + 1, &ctl->stop, blob);
+	else if (cur_kind == K_LOOKUPS)
+		ht_ret_enter(zero_fd, read_buf, READ_SIZE, lookup_ras, &ctl->stop, blob);
+	else
+		((blob_fn)blob)(zero_fd, read_buf, READ_SIZE, 0, &ctl->stop);
 }
 
 __attribute__((noipa)) void ht_outer(void)
@@ -447,6 +770,7 @@ static long now_ms(void)
 }
 
 static uint64_t blob_lo, blob_hi;	/* the blob in the child's mapping */
+static size_t cur_want;		/* blob records the case collects */
 
 static bool in_blob(const struct dc_deferred *d)
 {
@@ -478,14 +802,94 @@ static size_t waiting(const struct dc_log *log, uint32_t tid)
 	return n;
 }
 
+/*
+ * The churn case's second thread, until *stop, in turns about every
+ * 300 us: unmaps the page of the hdr and .eh_frame; maps it back from the
+ * file; rewrites the FDE's CFA offset in the file (8, the valid rule, or
+ * 0, refused: the two turns alternate).
+ */
+static void *churn_main(void *unused)
+{
+	int fd = churn_fd;
+	char *p = map_base + PAGE;
+
+	for (int i = 0; !ctl->stop; i++) {
+		unsigned char b = i % 6 == 2 ? 0 : 8;
+		int err = 0;
+
+		if (i % 3 == 0)
+			err = munmap(p, PAGE);
+		else if (i % 3 == 1)
+			err = mmap(p, PAGE, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED,
+				   fd, PAGE) != p;
+		else
+			err = pwrite(fd, &b, 1, churn_byte) != 1;
+		if (err) {
+			ctl->err = errno ? errno : EIO;
+			break;
+		}
+		ctl->churns++;
+		usleep(300);
+	}
+	return NULL;
+}
+
+/*
+ * Map the case's object at map_base; lookups: NR_OBJS - 1 more mappings
+ * of the file, whose return pads the blob returns through.
+ */
+static int map_objects(const char *path)
+{
+	/*
+	 * churn: the page is mapped back through the file of the first
+	 * mapping, so that the two VMAs merge into one again: a VMA of
+	 * another struct file would never change the code's VMA, and the
+	 * object's rows would outlive every remap.
+	 */
+	if (cur_kind == K_CHURN) {
+		churn_fd = open(path, O_RDWR);
+		map_base = churn_fd < 0 ? NULL : map_fd(churn_fd, FILE_SIZE);
+		return map_base ? 0 : -1;
+	}
+	map_base = map_case(path, case_size(cur_kind));
+	if (!map_base)
+		return -1;
+	for (int i = 0; cur_kind == K_LOOKUPS && i < NR_OBJS - 1; i++) {
+		char *m = map_case(path, FILE_SIZE);
+
+		if (!m)
+			return -1;
+		lookup_ras[i] = (uintptr_t)m + BLOB_OFF + (ht_blob_pad - ht_blob) + 1;
+		ctl->ras[i] = lookup_ras[i];
+	}
+	return 0;
+}
+
 static __attribute__((noipa)) void child(const char *path)
 {
-	map_base = map_case(path);
-	if (!map_base) {
+	pthread_t th;
+
+	if (map_objects(path)) {
 		ctl->err = ENOMEM;
 		_exit(1);
 	}
 	ctl->blob = (uintptr_t)map_base + BLOB_OFF;
+	if (cur_kind == K_HOTPLUG) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(1, &set);
+		if (sched_setaffinity(0, sizeof(set), &set)) {
+			ctl->err = errno;
+			_exit(1);
+		}
+	}
+	if (cur_kind == K_CHURN) {
+		if (pthread_create(&th, NULL, churn_main, NULL)) {
+			ctl->err = EAGAIN;
+			_exit(1);
+		}
+	}
 	ctl->ready = 1;
 	while (!ctl->go)
 		;
@@ -493,6 +897,49 @@ static __attribute__((noipa)) void child(const char *path)
 	asm volatile("" ::: "memory");
 	for (;;)
 		raise(SIGSTOP);
+}
+
+/*
+ * The hotplug case: CPU 1 taken offline and back online every HOTPLUG_MS
+ * while the child, pinned to it, is sampled.
+ */
+#define CPU1_ONLINE	"/sys/devices/system/cpu/cpu1/online"
+#define HOTPLUG_MS	40
+#define HOTPLUG_CYCLES	2
+static int offlines;		/* times CPU 1 went offline in the case */
+
+static int set_cpu1(int on)
+{
+	int fd = open(CPU1_ONLINE, O_WRONLY);
+	int ok;
+
+	if (fd < 0)
+		return -errno;
+	ok = write(fd, on ? "1" : "0", 1) == 1;
+	close(fd);
+	return ok ? 0 : -errno;
+}
+
+/* Every HOTPLUG_MS: CPU 1 off, or on again with @pid pinned to it again. */
+static int hotplug_step(pid_t pid, long t, long *last, bool *off)
+{
+	cpu_set_t set;
+	int err;
+
+	if (t - *last < HOTPLUG_MS)
+		return 0;
+	*last = t;
+	err = set_cpu1(*off);
+	if (err)
+		return err;
+	*off = !*off;
+	if (*off) {
+		offlines++;
+		return 0;
+	}
+	CPU_ZERO(&set);
+	CPU_SET(1, &set);
+	return sched_setaffinity(pid, sizeof(set), &set) ? -errno : 0;
 }
 
 /*
@@ -506,7 +953,8 @@ static __attribute__((noipa)) pid_t run_case(const char *path,
 {
 	struct dc_ring ring = { .fd = -1 };
 	int err = 0, st, stops = 0;
-	long start, t;
+	long start, t, last_plug = 0;
+	bool cpu1_off = false;
 	pid_t pid;
 
 	fflush(stdout);
@@ -539,8 +987,15 @@ static __attribute__((noipa)) pid_t run_case(const char *path,
 
 		t = now_ms() - start;
 		dc_rings_poll_drain(&ring, 1, log, 20);
+		if (cur_kind == K_HOTPLUG && !ctl->stop) {
+			err = hotplug_step(pid, t, &last_plug, &cpu1_off);
+			if (err)
+				break;
+		}
 		if (!ctl->stop && ((t >= MIN_RUN_MS &&
-				    blob_records(log) >= WANT_BLOB_RECORDS) ||
+				    blob_records(log) >= cur_want &&
+				    (cur_kind != K_HOTPLUG ||
+				     (offlines >= HOTPLUG_CYCLES && !cpu1_off))) ||
 				   t >= MAX_RUN_MS))
 			ctl->stop = 1;
 		if (t >= CASE_TIMEOUT_MS) {
@@ -566,6 +1021,8 @@ static __attribute__((noipa)) pid_t run_case(const char *path,
 	ioctl(ring.fd, PERF_EVENT_IOC_DISABLE, 0);
 	dc_ring_drain(&ring, log);
 out:
+	if (cpu1_off && set_cpu1(1) && !err)
+		err = -EIO;
 	if (ring.fd >= 0)
 		dc_rings_close(&ring, 1);
 	kill(pid, SIGKILL);
@@ -582,15 +1039,69 @@ static const char *const chain_fp[] = {
 	"ht_outer", "child", "run_case", "test_case", DC_MAIN_FRAMES,
 };
 
-/* ips[1..] exactly @want (return addresses: looked up at ip - 1). */
-static bool chain_is(const struct dc_deferred *d, const char *const *want, int n)
+/*
+ * ips[1..] exactly: the addresses @addr (@na of them), then the functions
+ * @want (return addresses: looked up at ip - 1).
+ */
+static bool chain_is(const struct dc_deferred *d, const uint64_t *addr, int na,
+		     const char *const *want, int n)
 {
-	if (d->nr != (uint32_t)n + 1)
+	if (d->nr != (uint32_t)(na + n) + 1)
 		return false;
+	for (int i = 0; i < na; i++)
+		if (d->ips[i + 1] != addr[i])
+			return false;
 	for (int i = 0; i < n; i++)
-		if (!dc_sym_is(d->ips[i + 1] - 1, want[i]))
+		if (!dc_sym_is(d->ips[na + i + 1] - 1, want[i]))
 			return false;
 	return true;
+}
+
+/* The lookups case's whole chain: the pads, then ht_ret_enter's label. */
+static bool lookups_full(const struct dc_deferred *d, const uint64_t *ras)
+{
+	int n = ARRAY_SIZE(chain_valid);
+
+	if (d->nr != NR_OBJS + 1 + n || !dc_sym_is(d->ips[NR_OBJS] - 1, "ht_ret_enter"))
+		return false;
+	for (int i = 0; i < NR_OBJS - 1; i++)
+		if (d->ips[i + 1] != ras[i])
+			return false;
+	for (int i = 0; i < n; i++)
+		if (!dc_sym_is(d->ips[NR_OBJS + 1 + i] - 1, chain_valid[i]))
+			return false;
+	return true;
+}
+
+/*
+ * Which of the case's expected chains @d is (with tables): 1 the case's
+ * own, 2 its other (lookups: capped at MAX_LOOKUPS objects; churn: the
+ * frame-pointer fallback), 0 neither.
+ */
+static int chain_of(enum kind kind, const struct dc_deferred *d, const uint64_t *ras)
+{
+	uint64_t fp_ras[NR_FP_FRAMES];
+
+	switch (kind) {
+	case K_VALID:
+	case K_CFA_ODD:
+	case K_HOTPLUG:
+		return chain_is(d, NULL, 0, chain_valid, ARRAY_SIZE(chain_valid));
+	case K_CHURN:
+		if (chain_is(d, NULL, 0, chain_valid, ARRAY_SIZE(chain_valid)))
+			return 1;
+		return chain_is(d, NULL, 0, chain_fp, ARRAY_SIZE(chain_fp)) ? 2 : 0;
+	case K_BUDGET:
+		for (int i = 0; i < NR_FP_FRAMES; i++)
+			fp_ras[i] = blob_lo + 1;
+		return chain_is(d, fp_ras, NR_FP_FRAMES, chain_valid, ARRAY_SIZE(chain_valid));
+	case K_LOOKUPS:
+		if (lookups_full(d, ras))
+			return 1;
+		return chain_is(d, ras, MAX_LOOKUPS, chain_valid, ARRAY_SIZE(chain_valid)) ? 2 : 0;
+	default:
+		return chain_is(d, NULL, 0, chain_fp, ARRAY_SIZE(chain_fp));
+	}
 }
 
 static void print_record(const char *why, const struct dc_deferred *d)
@@ -603,7 +1114,7 @@ static void print_record(const char *why, const struct dc_deferred *d)
 
 		printf(" %#llx%s%s", (unsigned long long)d->ips[i], s ? "/" : "", s ? s : "");
 	}
-	printf("\n");
+	printf("%s\n", d->nr > 12 ? " ..." : "");
 }
 
 static const char *const refused[] = {
@@ -614,19 +1125,116 @@ static const char *const refused[] = {
 	"refused_cfa_not_above", "refused_bound",
 };
 
+static bool may_grow(const struct tcase *c, const char *name)
+{
+	return !strcmp(name, c->counter) ||
+	       (c->also[0] && !strcmp(name, c->also[0])) ||
+	       (c->also[1] && !strcmp(name, c->also[1]));
+}
+
+/* Counter @name grew by at least @need; else print it and count a problem. */
+static size_t grew_by(const struct dc_stats *a, const struct dc_stats *b,
+		   const char *name, uint64_t need)
+{
+	int64_t v = stats_delta(a, b, name);
+
+	if (v >= 0 && (uint64_t)v >= need)
+		return 0;
+	ksft_print_msg("  %s grew by %lld, want at least %llu\n",
+		       name, (long long)v, (unsigned long long)need);
+	return 1;
+}
+
+/* The case's counters (tables on): how many problems. */
+static size_t check_counters(const struct tcase *c, const struct dc_stats *a,
+			     const struct dc_stats *b, size_t nblob)
+{
+	int64_t tf = stats_delta(a, b, "table_frames");
+	size_t bad = 0;
+
+	ksft_print_msg("  %s %+lld, table_frames %+lld, no_eh_frame %+lld, refused_fault %+lld, reads %+lld, lookups %+lld, walks %+lld\n",
+		       c->counter, (long long)stats_delta(a, b, c->counter), (long long)tf,
+		       (long long)stats_delta(a, b, "no_eh_frame"),
+		       (long long)stats_delta(a, b, "refused_fault"),
+		       (long long)stats_delta(a, b, "reads"),
+		       (long long)stats_delta(a, b, "lookups"),
+		       (long long)stats_delta(a, b, "walks"));
+	switch (c->kind) {
+	case K_CHURN:
+		/* Walks saw the mappings change (the outcomes are the chains). */
+		bad += grew_by(a, b, c->counter, 1);
+		break;
+	case K_LOOKUPS:
+		/* One walk at least met more objects than MAX_LOOKUPS. */
+		bad += grew_by(a, b, c->counter, 1);
+		bad += grew_by(a, b, "table_frames", MAX_LOOKUPS * nblob);
+		break;
+	case K_BUDGET:
+		/* Every walk of the blob: refusals (faults), then the budget's end. */
+		bad += grew_by(a, b, c->counter, nblob);
+		bad += grew_by(a, b, "refused_fault", nblob);
+		break;
+	default:
+		if (no_hdr(c->kind)) {
+			/* The object and this binary, each remembered. */
+			bad += grew_by(a, b, c->counter, 2);
+			bad += grew_by(a, b, "no_tables", 2 * nblob);
+		} else {
+			bad += grew_by(a, b, c->counter, nblob);
+		}
+		break;
+	}
+	if (!steps(c->kind) && tf != 0) {
+		ksft_print_msg("  table_frames grew by %lld\n", (long long)tf);
+		bad++;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+		int64_t v = stats_delta(a, b, refused[i]);
+
+		if (!may_grow(c, refused[i]) && v != 0) {
+			ksft_print_msg("  %s grew by %lld\n", refused[i], (long long)v);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+static const char *case_says(enum kind kind)
+{
+	switch (kind) {
+	case K_VALID:
+		return "table_frames, exactly [blob, ht_caller, ht_outer, ..., main, __libc_start_call_main]";
+	case K_CFA_ODD:
+		return "CFA rsp+4 (not word-aligned) accepted, table_frames, exactly [blob, ht_caller, ht_outer, ...]";
+	case K_BUDGET:
+		return "budget_exhausted in every walk, exactly [blob, (blob+1) x " STR(NR_FP_FRAMES) ", ht_caller, ht_outer, ...]";
+	case K_LOOKUPS:
+		return "lookups_capped, the first walk exactly [blob, " STR(MAX_LOOKUPS) " pads, ht_caller, ...], the others [blob, " STR(NR_OBJS) " - 1 pads, ht_ret_enter, ht_caller, ...]";
+	case K_CHURN:
+		return "every record exactly [blob, ht_caller, ht_outer, ...] or [blob, ht_outer, ...]";
+	case K_HOTPLUG:
+		return "CPU 1 offline and online under the sampling: table_frames, exactly [blob, ht_caller, ht_outer, ...]";
+	default:
+		return no_hdr(kind) ? "no_eh_frame, exactly [blob, ht_outer, ..., main, __libc_start_call_main]" :
+		       "refused, exactly [blob, ht_outer, ..., main, __libc_start_call_main]";
+	}
+}
+
 static __attribute__((noipa)) void test_case(const struct tcase *c, bool tables)
 {
 	char path[] = "/tmp/dht-XXXXXX";
 	struct perf_event_attr attr;
 	struct dc_log log = { 0 };
 	struct dc_stats before, after;
+	uint64_t ras[NR_OBJS - 1];
 	bool stats = false;
-	size_t bad = 0, nblob = 0, exact = 0;
-	const char *const *want = c->kind == K_VALID ? chain_valid : chain_fp;
-	int nwant = c->kind == K_VALID ? ARRAY_SIZE(chain_valid) : ARRAY_SIZE(chain_fp);
+	size_t bad = 0, nblob = 0, exact = 0, other = 0, first = 0, min_blob;
+	unsigned int cpus = 0;	/* bit n: a blob record of an entry on CPU n */
+	struct timespec t0, t1;
 	pid_t pid;
 	int err;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	memset((void *)ctl, 0, sizeof(*ctl));
 	err = write_case(c, path);
 	if (err) {
@@ -634,6 +1242,15 @@ static __attribute__((noipa)) void test_case(const struct tcase *c, bool tables)
 		return;
 	}
 	blob_lo = blob_hi = 0;
+	cur_kind = c->kind;
+	cur_want = c->want ? c->want : WANT_BLOB_RECORDS;
+	min_blob = cur_want < MIN_BLOB_RECORDS ? cur_want : MIN_BLOB_RECORDS;
+	offlines = 0;
+	if (c->kind == K_HOTPLUG && access(CPU1_ONLINE, W_OK)) {
+		ksft_test_result_skip("%s: no %s\n", c->name, CPU1_ONLINE);
+		unlink(path);
+		return;
+	}
 	dc_attr_init(&attr, PERIOD_NS, true);
 	if (tables)
 		stats = dc_stats_read(&before);
@@ -646,6 +1263,8 @@ static __attribute__((noipa)) void test_case(const struct tcase *c, bool tables)
 		dc_log_free(&log);
 		return;
 	}
+	for (int i = 0; i < NR_OBJS - 1; i++)
+		ras[i] = ctl->ras[i];
 
 	if (log.lost || log.malformed) {
 		ksft_print_msg("  %llu records lost, %llu malformed\n",
@@ -675,6 +1294,7 @@ static __attribute__((noipa)) void test_case(const struct tcase *c, bool tables)
 	}
 	for (size_t i = 0; i < log.nr_deferred; i++) {
 		struct dc_deferred *d = &log.deferred[i];
+		int which;
 
 		if (d->pid != (uint32_t)pid || d->tid != (uint32_t)pid ||
 		    d->misc != PERF_RECORD_MISC_USER || !d->matched || !d->nr) {
@@ -692,63 +1312,64 @@ static __attribute__((noipa)) void test_case(const struct tcase *c, bool tables)
 		}
 		if (!in_blob(d))
 			continue;
-		nblob++;
-		if (chain_is(d, want, nwant)) {
+		which = chain_of(c->kind, d, ras);
+		/* The cookie's low half is the entry's CPU + 1 (both kernels). */
+		if ((uint32_t)d->cookie >= 1 && (uint32_t)d->cookie <= 32)
+			cpus |= 1u << ((uint32_t)d->cookie - 1);
+		if (!nblob++)
+			first = which;
+		if (which == 1) {
 			exact++;
+		} else if (which == 2) {
+			other++;
 		} else if (tables && bad++ < 5) {
 			print_record("wrong chain", d);
 		}
 	}
-	if (nblob < MIN_BLOB_RECORDS) {
-		ksft_print_msg("  only %zu records start in the blob (%d needed)\n",
-			       nblob, MIN_BLOB_RECORDS);
+	if (nblob < min_blob) {
+		ksft_print_msg("  only %zu records start in the blob (%zu needed)\n",
+			       nblob, min_blob);
+		bad++;
+	}
+	/*
+	 * lookups: the first walk of the blob looks the mappings up, at most
+	 * MAX_LOOKUPS of them; the second finds those in the mm's cache and
+	 * looks up the rest (NR_OBJS - MAX_LOOKUPS, and this binary): only
+	 * the first is capped.
+	 */
+	if (tables && c->kind == K_LOOKUPS && (first != 2 || other != 1)) {
+		ksft_print_msg("  the first record is %s, %zu capped records: want the first alone\n",
+			       first == 2 ? "capped" : first == 1 ? "whole" : "neither", other);
 		bad++;
 	}
 
+	/*
+	 * hotplug: the child's entries ran on CPU 1 and, while it was
+	 * offline, on CPU 0; CPU 1 went offline HOTPLUG_CYCLES times at least.
+	 */
+	if (c->kind == K_HOTPLUG && (offlines < HOTPLUG_CYCLES || (cpus & 3) != 3)) {
+		ksft_print_msg("  CPU 1 offline %d times, blob records of CPUs %#x: want %d and CPUs 0 and 1\n",
+			       offlines, cpus, HOTPLUG_CYCLES);
+		bad++;
+	}
 	if (tables && !stats) {
 		ksft_print_msg("  cannot read %s/stats\n", DC_UW_DIR);
 		bad++;
 	} else if (tables) {
-		int64_t main_d = stats_delta(&before, &after, c->counter);
-		int64_t tf = stats_delta(&before, &after, "table_frames");
-		uint64_t need = c->kind == K_GARBAGE ? 2 : nblob;
-		int64_t nt = stats_delta(&before, &after, "no_tables");
-
-		ksft_print_msg("  %s %+lld, table_frames %+lld, no_eh_frame %+lld, walks %+lld\n",
-			       c->counter, (long long)main_d, (long long)tf,
-			       (long long)stats_delta(&before, &after, "no_eh_frame"),
-			       (long long)stats_delta(&before, &after, "walks"));
-		if (main_d < 0 || (uint64_t)main_d < need) {
-			ksft_print_msg("  %s grew by %lld, want at least %llu\n",
-				       c->counter, (long long)main_d,
-				       (unsigned long long)need);
-			bad++;
-		}
-		if (c->kind == K_GARBAGE && (nt < 0 || (uint64_t)nt < 2 * nblob)) {
-			ksft_print_msg("  no_tables grew by %lld, want at least %zu\n",
-				       (long long)nt, 2 * nblob);
-			bad++;
-		}
-		if (c->kind != K_VALID && tf != 0) {
-			ksft_print_msg("  table_frames grew by %lld\n", (long long)tf);
-			bad++;
-		}
-		for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
-			int64_t v = stats_delta(&before, &after, refused[i]);
-
-			if (strcmp(refused[i], c->counter) && v != 0) {
-				ksft_print_msg("  %s grew by %lld\n", refused[i], (long long)v);
-				bad++;
-			}
-		}
+		bad += check_counters(c, &before, &after, nblob);
 	}
-	ksft_print_msg("%s: %zu samples, %zu records, %zu in the blob, %zu exact, %zu problems\n",
-		       c->name, log.nr_samples, log.nr_deferred, nblob, exact, bad);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ksft_print_msg("%s: %zu samples, %zu records, %zu in the blob, %zu exact, %zu other, %zu problems; %ld ms\n",
+		       c->name, log.nr_samples, log.nr_deferred, nblob, exact, other, bad,
+		       (long)((t1.tv_sec - t0.tv_sec) * 1000 +
+			      (t1.tv_nsec - t0.tv_nsec) / 1000000));
+	if (c->kind == K_CHURN)
+		ksft_print_msg("  churn: %d mapping changes and rewrites\n", ctl->churns);
+	if (c->kind == K_HOTPLUG)
+		ksft_print_msg("  hotplug: CPU 1 offline %d times, blob records of CPUs %#x\n",
+			       offlines, cpus);
 	ksft_test_result(!bad, "%s: %s\n", c->name,
-			 !tables ? "invariants only (no tables)" :
-			 c->kind == K_VALID ? "table_frames, exactly [blob, ht_caller, ht_outer, ..., main, __libc_start_call_main]" :
-			 c->kind == K_GARBAGE ? "no_eh_frame, exactly [blob, ht_outer, ..., main, __libc_start_call_main]" :
-			 "refused, exactly [blob, ht_outer, ..., main, __libc_start_call_main]");
+			 !tables ? "invariants only (no tables)" : case_says(c->kind));
 	dc_log_free(&log);
 }
 
@@ -770,15 +1391,15 @@ static int dry_run(const char *dir)
 		else
 			snprintf(path, sizeof(path), "/tmp/dht-XXXXXX");
 		err = write_case(c, path);
-		map_base = err ? NULL : map_case(path);
-		if (!map_base) {
+		cur_kind = c->kind;
+		if (err || map_objects(path)) {
 			printf("%s: %s: %s\n", c->name, path, err ? strerror(-err) : "map failed");
 			fails++;
 			continue;
 		}
 		for (int k = 0; k < 3; k++) {
 			memset(read_buf, 0xff, 64);
-			ht_outer();	/* the child's chain: ht_outer -> ht_caller -> blob */
+			ht_outer();	/* the child's chain: ht_outer -> ht_caller -> (entry) -> blob */
 			if (read_buf[0] || read_buf[63]) {
 				printf("%s: the blob did not read\n", c->name);
 				fails++;
@@ -786,7 +1407,7 @@ static int dry_run(const char *dir)
 		}
 		printf("%s: %s mapped at %p, blob called 3 times and returned\n",
 		       c->name, path, (void *)map_base);
-		munmap(map_base, FILE_SIZE);
+		munmap(map_base, case_size(c->kind));	/* (lookups: the others stay) */
 		if (!dir)
 			unlink(path);
 	}
