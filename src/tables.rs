@@ -687,6 +687,7 @@ const NAMES: [&CStr; NR_STATS] = [
     c"refused_cfa_expression",
     c"refused_fp_unknown",
     c"refused_cfa_not_above",
+    c"refused_cfa_unaligned",
     c"refused_bound",
 ];
 

@@ -253,6 +253,9 @@ pub enum Refusal {
     FpUnknown,
     /// The CFA is not strictly above the stack pointer (or overflows).
     CfaNotAbove,
+    /// The CFA is not aligned to the word size (upstream's frame step,
+    /// `unwind_user_next_common()`, refuses such a CFA too).
+    CfaUnaligned,
     /// A bound was exceeded.
     Bound(Bound),
 }
@@ -289,6 +292,8 @@ pub enum Cause {
     FpUnknown,
     /// [`Refusal::CfaNotAbove`].
     CfaNotAbove,
+    /// [`Refusal::CfaUnaligned`].
+    CfaUnaligned,
     /// [`Refusal::Bound`].
     Bound,
 }
@@ -296,7 +301,7 @@ pub enum Cause {
 impl Cause {
     /// Number of causes: the size of a counter array indexed by
     /// `cause as usize`.
-    pub const COUNT: usize = 15;
+    pub const COUNT: usize = 16;
     /// The causes, indexed by `cause as usize`.
     pub const ALL: [Cause; Cause::COUNT] = [
         Cause::NoTable,
@@ -313,6 +318,7 @@ impl Cause {
         Cause::CfaExpression,
         Cause::FpUnknown,
         Cause::CfaNotAbove,
+        Cause::CfaUnaligned,
         Cause::Bound,
     ];
     /// Names, indexed by `cause as usize`.
@@ -331,6 +337,7 @@ impl Cause {
         "cfa_expression",
         "fp_unknown",
         "cfa_not_above",
+        "cfa_unaligned",
         "bound",
     ];
 
@@ -358,6 +365,7 @@ impl Refusal {
             Refusal::CfaExpression => Cause::CfaExpression,
             Refusal::FpUnknown => Cause::FpUnknown,
             Refusal::CfaNotAbove => Cause::CfaNotAbove,
+            Refusal::CfaUnaligned => Cause::CfaUnaligned,
             Refusal::Bound(_) => Cause::Bound,
         }
     }
@@ -1753,15 +1761,13 @@ pub fn apply<M: UserBytes>(
         }
         Cfa::Expression => None,
     }
-    .filter(|&cfa| {
-        cfa_ok(
-            cfa,
-            frame.sp,
-            ws,
-            signal_frame && matches!(row.cfa, Cfa::DerefSp(_)),
-        )
-    })
     .ok_or(Refusal::CfaNotAbove)?;
+    let cfa = check_cfa(
+        cfa,
+        frame.sp,
+        ws,
+        signal_frame && matches!(row.cfa, Cfa::DerefSp(_)),
+    )?;
     let at_sp = |off: i32| {
         frame
             .sp
@@ -1799,14 +1805,24 @@ pub fn apply<M: UserBytes>(
     }))
 }
 
-/// Whether a step may go to `cfa` from stack pointer `sp`: strictly up the
-/// stack (so a walk always ends), within the word size; for a signal
-/// frame's saved stack pointer ([`Cfa::DerefSp`] in a signal frame's FDE)
-/// anywhere but `sp` itself, as a handler may run on another stack
-/// (`sigaltstack`): a walk is bounded by its output anyway.
+/// `cfa` if a step may go to it from stack pointer `sp`: strictly up the
+/// stack (so a walk always ends), within the word size
+/// ([`Refusal::CfaNotAbove`] if not), and aligned to it
+/// ([`Refusal::CfaUnaligned`], as the frame-pointer step and upstream's
+/// `unwind_user_next_common()`). A signal frame's saved stack pointer
+/// ([`Cfa::DerefSp`] in a signal frame's FDE) may be anywhere but `sp`
+/// itself, as a handler may run on another stack (`sigaltstack`; a walk
+/// is bounded by its output anyway), and unaligned: it is whatever the
+/// interrupted code had, saved by the kernel.
 #[inline]
-pub fn cfa_ok(cfa: u64, sp: u64, ws: WordSize, signal_sp: bool) -> bool {
-    ws.wrap(cfa) == cfa && if signal_sp { cfa != sp } else { cfa > sp }
+pub fn check_cfa(cfa: u64, sp: u64, ws: WordSize, signal_sp: bool) -> Result<u64, Refusal> {
+    if ws.wrap(cfa) != cfa || if signal_sp { cfa == sp } else { cfa <= sp } {
+        return Err(Refusal::CfaNotAbove);
+    }
+    if !signal_sp && cfa & (ws.bytes() - 1) != 0 {
+        return Err(Refusal::CfaUnaligned);
+    }
+    Ok(cfa)
 }
 
 // Test-only: the walk uses compiled rows (super::rows) and `apply`.

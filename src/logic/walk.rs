@@ -762,8 +762,8 @@ fn usual_step<M: UserMemory + cfi::UserBytes>(
     };
     let cfa = base
         .checked_add_signed(i64::from(u.cfa))
-        .filter(|&cfa| cfi::cfa_ok(cfa, sp, ws, false))
         .ok_or(Cause::CfaNotAbove)?;
+    let cfa = cfi::check_cfa(cfa, sp, ws, false).map_err(cfi::Refusal::cause)?;
     let at = |off: i16| cfa.checked_add_signed(i64::from(off)).ok_or(Cause::Fault);
     let (ra, fp) = match u.fp {
         // The saved frame pointer just below the return address: both
@@ -858,11 +858,9 @@ fn apply_row<M: UserMemory + cfi::UserBytes>(
         .and_then(|v| v.checked_add_signed(i64::from(off))),
         None => return Err(row.refusal().unwrap_or(Cause::Malformed)),
     }
-    .filter(|&cfa| {
-        let signal_sp = signal && matches!(row.cfa_rule(), Some(CfaRule::DerefSp(_)));
-        cfi::cfa_ok(cfa, w.sp, ws, signal_sp)
-    })
     .ok_or(Cause::CfaNotAbove)?;
+    let signal_sp = signal && matches!(row.cfa_rule(), Some(CfaRule::DerefSp(_)));
+    let cfa = cfi::check_cfa(cfa, w.sp, ws, signal_sp).map_err(cfi::Refusal::cause)?;
     let at = |off: i16| cfa.checked_add_signed(i64::from(off));
     let at_sp = |off: i16| w.sp.checked_add_signed(i64::from(off));
     let ra_off = match row.ra_rule() {
