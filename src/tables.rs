@@ -63,7 +63,7 @@
 use crate::logic::{
     cfi::{self, Cause, Hdr, Reader, Scratch, UserBytes},
     elf,
-    rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Store, Usual},
+    rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Store},
     walk::{Stop, TableStats, Tables},
     word::WordSize,
 };
@@ -616,10 +616,13 @@ impl Tables for TaskTables<'_> {
     }
 
     #[inline]
-    fn usual(&mut self, pc: u64, ws: WordSize) -> Option<Usual> {
-        let u = self.inner.as_ref()?.memo.usual(pc, ws)?;
-        self.hits = self.hits.saturating_add(1);
-        Some(u)
+    fn memo(&self) -> Option<&PcMemo> {
+        Some(&self.inner.as_ref()?.memo)
+    }
+
+    #[inline]
+    fn memo_hits(&mut self, n: u32) {
+        self.hits = self.hits.saturating_add(n);
     }
 }
 

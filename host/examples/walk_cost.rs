@@ -25,7 +25,7 @@ mod common;
 
 use std::hint::black_box;
 use unwind_logic::cfi::{self, Cause, Reader, UserBytes};
-use unwind_logic::rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Usual};
+use unwind_logic::rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo};
 use unwind_logic::walk::{self, TableStats, Tables, UserMemory, WordSize};
 use unwind_logic::walk_cases;
 
@@ -194,8 +194,8 @@ impl Tables for Cache {
     }
 
     #[inline]
-    fn usual(&mut self, pc: u64, ws: WordSize) -> Option<Usual> {
-        self.memo.usual(pc, ws)
+    fn memo(&self) -> Option<&PcMemo> {
+        Some(&self.memo)
     }
 }
 
