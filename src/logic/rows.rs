@@ -159,9 +159,9 @@ pub struct Usual {
     pub fp: Option<i16>,
     /// The caller's `%rbx` is saved at CFA + it (`None`: kept).
     pub bx: Option<i16>,
-    /// The frame pointer is saved just below the return address (`fp` +
-    /// the word size is `ra`): both are read at once.
-    pub pair: bool,
+    /// `fp` again if the frame pointer is saved just below the return
+    /// address (`fp` + the word size is `ra`): both are read at once.
+    pub pair: Option<i16>,
 }
 
 /// The return-address rule of a [`PackedRow`].
@@ -312,7 +312,7 @@ impl PackedRow {
             ra: self.ra,
             fp: (f & FAST_FP_AT != 0).then_some(self.fp),
             bx: (f & FAST_BX_AT != 0).then_some(self.bx),
-            pair,
+            pair: pair.then_some(self.fp),
         }
     }
 
@@ -564,10 +564,18 @@ impl PcMemo {
         let usual = row.fast & FAST_USUAL != 0;
         let fast = (row.fast & !MEMO_BITS)
             | if signal { MEMO_SIGNAL } else { 0 }
-            | if usual && row.is_pair(ws) { MEMO_PAIR } else { 0 };
+            | if usual && row.is_pair(ws) {
+                MEMO_PAIR
+            } else {
+                0
+            };
         if let Some(s) = self.slots.get_mut(Self::slot(key)) {
             *s = MemoSlot {
-                key: if usual && !signal { key } else { key | NOT_USUAL },
+                key: if usual && !signal {
+                    key
+                } else {
+                    key | NOT_USUAL
+                },
                 row: PackedRow { fast, ..row },
             };
         }

@@ -627,19 +627,6 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
     nr: &mut usize,
     stats: &mut TableStats,
 ) -> Run {
-    /// Why the loop ended.
-    enum End {
-        /// The memo does not hold the pc as a usual row, or fewer than
-        /// [`USUAL_READS`] reads are left.
-        Ask,
-        /// The step was refused (the memo held the row).
-        Refused(Cause),
-        /// The caller's ip is not a user address (the memo held the row).
-        NotUser,
-        /// `out` is full.
-        Full,
-    }
-    let ws = if W8 { WordSize::W8 } else { WordSize::W4 };
     let first = *nr;
     // `out[first]` holds the current frame's ip; the callers' go after
     // it, to the end of `out`.
@@ -650,50 +637,41 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
     let Some(memo) = tables.memo() else {
         return Run::Ask;
     };
+    // A usual row keeps a known frame pointer known (and an unknown one
+    // unknown: those frames are [`table_step`]'s).
+    if !t.fp_known {
+        return Run::Ask;
+    }
     let total = slots.len();
-    let mut slots = slots.iter_mut();
-    let user_limit = w.user_limit;
     let left0 = r.left();
-    let mut left = left0;
-    let (mut ip, mut sp, mut bx) = (w.ip, w.sp, t.bx);
-    let mut fp = t.fp_known.then_some(w.fp);
-    let mut pc = if t.ip_is_ra { ip.wrapping_sub(1) } else { ip };
-    let end = loop {
-        // The budget's end is [`table_step`]'s to handle: each frame here
-        // has the reads it may need.
-        if left < USUAL_READS {
-            break End::Ask;
-        }
-        let Some(u) = memo.usual(pc, ws) else {
-            break End::Ask;
-        };
-        let caller = match usual_step::<false, M>(sp, fp, bx, ws, r, u, &mut left) {
-            Ok(caller) => caller,
-            Err(cause) => break End::Refused(cause),
-        };
-        if caller.0 >= user_limit {
-            break End::NotUser;
-        }
-        // The frame pointer is kept where the row does not restore it,
-        // and unknown stays unknown.
-        (ip, sp, fp, bx) = caller;
-        pc = ip.wrapping_sub(1);
-        let Some(slot) = slots.next() else {
-            break End::Full;
-        };
-        *slot = ip;
-        if slots.len() == 0 {
-            break End::Full;
-        }
+    let mut f = RunFrame {
+        pc: if t.ip_is_ra {
+            w.ip.wrapping_sub(1)
+        } else {
+            w.ip
+        },
+        sp: w.sp,
+        fp: w.fp,
+        bx: t.bx,
+        left: left0,
     };
-    let stepped = total - slots.len();
+    let (left_slots, end) = usual_loop::<W8, M>(memo, r, w.user_limit, slots, &mut f);
+    let RunFrame {
+        pc,
+        sp,
+        fp,
+        bx,
+        left,
+    } = f;
+    let stepped = total.saturating_sub(left_slots);
     let hits = stepped + usize::from(matches!(end, End::Refused(_) | End::NotUser));
     tables.memo_hits(u32::try_from(hits).unwrap_or(u32::MAX));
     // At most what was left: the charge cannot fail.
     let _ = r.charge(left0.wrapping_sub(left));
     let n = first + stepped;
     if stepped > 0 {
-        enter(w, t, (ip, sp, fp, bx), true);
+        // Every caller's pc is its ip - 1.
+        enter(w, t, (pc.wrapping_add(1), sp, Some(fp), bx), true);
         let frames = u32::try_from(stepped).unwrap_or(u32::MAX);
         stats.table_frames = stats.table_frames.saturating_add(frames);
         *nr = n;
@@ -713,6 +691,95 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
 /// The reads a usual step takes at most: a [`usual_run`] steps a frame
 /// only if they are left.
 const USUAL_READS: u32 = 2;
+
+/// The frame a [`usual_loop`] is at (its pc: the ip where it is the
+/// interrupted frame, else the ip - 1; its frame pointer, known), and the
+/// reads it has left.
+struct RunFrame {
+    pc: u64,
+    sp: u64,
+    fp: u64,
+    bx: cfi::Saved,
+    left: u32,
+}
+
+/// Why a [`usual_loop`] ended.
+#[derive(Clone, Copy)]
+enum End {
+    /// The memo does not hold the pc as a usual row, or fewer than
+    /// [`USUAL_READS`] reads are left.
+    Ask,
+    /// The step was refused (the memo held the row).
+    Refused(Cause),
+    /// The caller's ip is not a user address (the memo held the row).
+    NotUser,
+    /// `out` is full.
+    Full,
+}
+
+/// The loop of a [`usual_run`], from frame `f`, while `memo` holds usual
+/// rows for the frames' pcs: each caller stepped to, its ip written to the
+/// next of `slots`.  The slots left, and why it ended.  Out of line, so
+/// that the frame, the memo and the slots are the only values the loop
+/// keeps in registers; it steps at most as many frames as [`USUAL_READS`]
+/// go into the reads left, so that the one bound of the loop is its
+/// slots.
+#[inline(never)]
+fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
+    memo: &PcMemo,
+    r: &mut Reader<'_, M>,
+    user_limit: u64,
+    slots: &mut [u64],
+    f: &mut RunFrame,
+) -> (usize, End) {
+    let ws = if W8 { WordSize::W8 } else { WordSize::W4 };
+    let RunFrame {
+        mut pc,
+        mut sp,
+        mut fp,
+        mut bx,
+        mut left,
+    } = *f;
+    let len = slots.len();
+    let frames = len.min((left / USUAL_READS) as usize);
+    let mut run = slots.get_mut(..frames).unwrap_or_default().iter_mut();
+    // The frames stepped when the loop ends with the slot of the next one
+    // taken.
+    let stepped =
+        |run: &core::slice::IterMut<'_, u64>| frames.saturating_sub(run.len()).saturating_sub(1);
+    let (end, done) = loop {
+        let Some(slot) = run.next() else {
+            // The budget's end is [`table_step`]'s to handle.
+            break (if frames == len { End::Full } else { End::Ask }, frames);
+        };
+        let Some(u) = memo.usual(pc, ws) else {
+            break (End::Ask, stepped(&run));
+        };
+        let caller = match usual_step::<false, M>(sp, Some(fp), bx, ws, r, u, &mut left) {
+            Ok(caller) => caller,
+            Err(cause) => break (End::Refused(cause), stepped(&run)),
+        };
+        let ip = caller.0;
+        if ip >= user_limit {
+            break (End::NotUser, stepped(&run));
+        }
+        *slot = ip;
+        pc = ip.wrapping_sub(1);
+        (sp, bx) = (caller.1, caller.3);
+        // A usual row saves the frame pointer or keeps it.
+        if let Some(v) = caller.2 {
+            fp = v;
+        }
+    };
+    *f = RunFrame {
+        pc,
+        sp,
+        fp,
+        bx,
+        left,
+    };
+    (len.saturating_sub(done), end)
+}
 
 /// One step of [`walk_tables`] by the tables: `None` if there are none
 /// for the frame or they refuse it (then the caller tries the frame
@@ -827,10 +894,10 @@ fn usual_step<const CHARGE: bool, M: UserMemory + cfi::UserBytes>(
         .filter(|&cfa| cfi::cfa_ok(cfa, sp, ws, false))
         .ok_or(Cause::CfaNotAbove)?;
     let at = |off: i16| cfa.checked_add_signed(i64::from(off)).ok_or(Cause::Fault);
-    let (ra, fp) = match u.fp {
+    let (ra, fp) = match u.pair {
         // The saved frame pointer just below the return address: both
         // words in one read.
-        Some(off) if u.pair => {
+        Some(off) => {
             let at = at(off)?;
             if !charge(r, 2) {
                 return Err(Cause::Bound);
@@ -838,13 +905,13 @@ fn usual_step<const CHARGE: bool, M: UserMemory + cfi::UserBytes>(
             let (fp, ra) = r.mem().read_pair(at, ws).ok_or(Cause::Fault)?;
             (ra, Some(fp))
         }
-        fp_off => {
+        None => {
             let at_ra = at(u.ra)?;
             if !charge(r, 1) {
                 return Err(Cause::Bound);
             }
             let ra = r.mem().read_word(at_ra, ws).ok_or(Cause::Fault)?;
-            let fp = match fp_off {
+            let fp = match u.fp {
                 Some(off) => {
                     let at = at(off)?;
                     if !charge(r, 1) {
