@@ -416,6 +416,9 @@ pub struct TableStats {
     pub no_tables: u32,
     /// Steps refused by the tables, by [`cfi::Cause`].
     pub refused: [u32; cfi::Cause::COUNT],
+    /// Steps refused by the tables in all (the sum of `refused`, so that
+    /// whoever counts them can tell there are none at once).
+    pub refusals: u32,
     /// User reads done by the walk's table work (lookups, compiling, the
     /// table steps' stack reads).
     pub reads: u32,
@@ -428,6 +431,7 @@ impl TableStats {
         if let Some(n) = self.refused.get_mut(cause as usize) {
             *n = n.saturating_add(1);
         }
+        self.refusals = self.refusals.saturating_add(1);
     }
 }
 
