@@ -146,22 +146,24 @@ pub enum CfaRule {
     Bx(i32),
 }
 
-/// The rules of a usual row ([`PackedRow::usual`]).
+/// The rules of a usual row ([`PackedRow::usual`]): the CFA above the
+/// register it is based on, everything saved below the CFA, so that a
+/// step checks each address it works out with one compare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Usual {
     /// The CFA is the frame pointer plus `cfa` (else the stack pointer).
     pub cfa_fp: bool,
-    /// The CFA's offset.
-    pub cfa: i32,
-    /// The return address is saved at CFA + `ra`.
-    pub ra: i16,
-    /// The caller's frame pointer is saved at CFA + it (`None`: kept).
-    pub fp: Option<i16>,
-    /// The caller's `%rbx` is saved at CFA + it (`None`: kept).
-    pub bx: Option<i16>,
+    /// The CFA's offset, above the stack or frame pointer.
+    pub cfa: u32,
+    /// The return address is saved at CFA - `ra`.
+    pub ra: u16,
+    /// The caller's frame pointer is saved at CFA - it (`None`: kept).
+    pub fp: Option<u16>,
+    /// The caller's `%rbx` is saved at CFA - it (`None`: kept).
+    pub bx: Option<u16>,
     /// `fp` again if the frame pointer is saved just below the return
-    /// address (`fp` + the word size is `ra`): both are read at once.
-    pub pair: Option<i16>,
+    /// address (`fp` is `ra` + the word size): both are read at once.
+    pub pair: Option<u16>,
 }
 
 /// The return-address rule of a [`PackedRow`].
@@ -255,10 +257,14 @@ impl PackedRow {
         let Some(bx) = bx else {
             return Self::refused(start, Cause::Bound);
         };
+        // The CFA above its register, everything saved below it, as in
+        // every frame of real code ([`Usual`]'s offsets).
         let usual = matches!(cfa_kind, CFA_SP | CFA_FP)
+            && cfa > 0
             && ra_kind == 0
-            && matches!(fp_kind, FP_KEEP | FP_AT)
-            && matches!(bx_kind, BX_KEEP | BX_AT);
+            && ra < 0
+            && (fp_kind == FP_KEEP || (fp_kind == FP_AT && fp < 0))
+            && (bx_kind == BX_KEEP || (bx_kind == BX_AT && bx < 0));
         let fast = if usual {
             FAST_USUAL
                 | if cfa_kind == CFA_FP { FAST_CFA_FP } else { 0 }
@@ -280,10 +286,9 @@ impl PackedRow {
     }
 
     /// The row's rules if they are the usual frame's, the one most
-    /// steps meet: the CFA is the stack or frame pointer plus an offset,
-    /// the return address is saved at CFA + offset, the frame pointer is
-    /// kept or saved at CFA + offset, and `%rbx` is kept or saved at CFA +
-    /// offset.  A walk steps it with a few instructions
+    /// steps meet: the CFA is the stack or frame pointer plus a positive
+    /// offset, the return address is saved below the CFA, and the frame
+    /// pointer and `%rbx` are kept or saved below the CFA.  A walk steps it with a few instructions
     /// ([`super::walk`]); every other row takes the general path.  `ws`:
     /// the walk's word size (whether the frame pointer is saved just below
     /// the return address depends on it).
@@ -303,16 +308,21 @@ impl PackedRow {
     }
 
     /// The rules of a usual row, `pair` as [`PackedRow::is_pair`] says.
+    /// Its offsets' signs are what [`PackedRow::pack`] made sure of before
+    /// it set [`FAST_USUAL`] (`fast` is only ever set there): the CFA's
+    /// positive, the others negative, so that the casts below give their
+    /// magnitudes (of `-32768` too).
     #[inline(always)]
     fn usual_rules(&self, pair: bool) -> Usual {
         let f = self.fast;
+        let below = |off: i16| (off as u16).wrapping_neg();
         Usual {
             cfa_fp: f & FAST_CFA_FP != 0,
-            cfa: self.cfa,
-            ra: self.ra,
-            fp: (f & FAST_FP_AT != 0).then_some(self.fp),
-            bx: (f & FAST_BX_AT != 0).then_some(self.bx),
-            pair: pair.then_some(self.fp),
+            cfa: self.cfa as u32,
+            ra: below(self.ra),
+            fp: (f & FAST_FP_AT != 0).then(|| below(self.fp)),
+            bx: (f & FAST_BX_AT != 0).then(|| below(self.bx)),
+            pair: pair.then(|| below(self.fp)),
         }
     }
 

@@ -894,10 +894,11 @@ fn usual_step<const CHARGE: bool, M: UserMemory + cfi::UserBytes>(
         sp
     };
     let cfa = base
-        .checked_add_signed(i64::from(u.cfa))
+        .checked_add(u64::from(u.cfa))
         .filter(|&cfa| cfi::cfa_ok(cfa, sp, ws, false))
         .ok_or(Cause::CfaNotAbove)?;
-    let at = |off: i16| cfa.checked_add_signed(i64::from(off)).ok_or(Cause::Fault);
+    // Everything is saved below the CFA.
+    let at = |below: u16| cfa.checked_sub(u64::from(below)).ok_or(Cause::Fault);
     let (ra, fp) = match u.pair {
         // The saved frame pointer just below the return address: both
         // words in one read.
@@ -929,8 +930,8 @@ fn usual_step<const CHARGE: bool, M: UserMemory + cfi::UserBytes>(
         }
     };
     let bx = match u.bx {
-        Some(off) => cfa
-            .checked_add_signed(i64::from(off))
+        Some(below) => cfa
+            .checked_sub(u64::from(below))
             .map_or(cfi::Saved::Unknown, cfi::Saved::At),
         None => bx,
     };
