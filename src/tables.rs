@@ -63,7 +63,7 @@
 use crate::logic::{
     cfi::{self, Cause, Hdr, Reader, Scratch, UserBytes},
     elf,
-    rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Store, Usual},
+    rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Store},
     walk::{Stop, TableStats, Tables},
     word::WordSize,
 };
@@ -539,19 +539,34 @@ impl<'a> TaskTables<'a> {
         add(FP_FRAMES, stats.fp_frames.into());
         add(NO_TABLES, stats.no_tables.into());
         add(READS, stats.reads.into());
-        add(LOOKUPS, self.lookups.into());
-        add(NO_OBJECT, self.no_object.into());
-        add(NO_EH_FRAME, self.no_eh_frame.into());
-        add(BUDGET_EXHAUSTED, stats.budget_exhausted.into());
         add(END_OF_STACK, (stop == Stop::EndOfStack).into());
-        add(FP_UNKNOWN, (stop == Stop::FpUnknown).into());
         add(ROW_HITS, self.hits.into());
-        add(ROW_MISSES, self.misses.into());
-        add(EVICTIONS, self.evictions.into());
-        add(LOOKUPS_CAPPED, self.capped.into());
-        add(REVALIDATIONS, self.revalidated.into());
-        for (i, &n) in stats.refused.iter().enumerate() {
-            add(REFUSED + i, n.into());
+        // The others are 0 in a warm walk (nothing looked up, compiled or
+        // refused): adding 0 changes nothing, so they are added only when
+        // one is not, one test instead of 25 atomic adds.
+        let budget = u32::from(stats.budget_exhausted);
+        let fp_unknown = u32::from(stop == Stop::FpUnknown);
+        let revalidated = u32::from(self.revalidated);
+        let rare = [
+            (LOOKUPS, self.lookups),
+            (NO_OBJECT, self.no_object),
+            (NO_EH_FRAME, self.no_eh_frame),
+            (BUDGET_EXHAUSTED, budget),
+            (FP_UNKNOWN, fp_unknown),
+            (ROW_MISSES, self.misses),
+            (EVICTIONS, self.evictions),
+            (LOOKUPS_CAPPED, self.capped),
+            (REVALIDATIONS, revalidated),
+        ];
+        if rare.iter().any(|&(_, n)| n != 0) {
+            for (i, n) in rare {
+                add(i, n.into());
+            }
+        }
+        if stats.refusals != 0 {
+            for (i, &n) in stats.refused.iter().enumerate() {
+                add(REFUSED + i, n.into());
+            }
         }
     }
 }
@@ -616,10 +631,13 @@ impl Tables for TaskTables<'_> {
     }
 
     #[inline]
-    fn usual(&mut self, pc: u64, ws: WordSize) -> Option<Usual> {
-        let u = self.inner.as_ref()?.memo.usual(pc, ws)?;
-        self.hits = self.hits.saturating_add(1);
-        Some(u)
+    fn memo(&self) -> Option<&PcMemo> {
+        Some(&self.inner.as_ref()?.memo)
+    }
+
+    #[inline]
+    fn memo_hits(&mut self, n: u32) {
+        self.hits = self.hits.saturating_add(n);
     }
 }
 

@@ -25,7 +25,7 @@ mod common;
 
 use std::hint::black_box;
 use unwind_logic::cfi::{self, Cause, Reader, UserBytes};
-use unwind_logic::rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Usual};
+use unwind_logic::rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo};
 use unwind_logic::walk::{self, TableStats, Tables, UserMemory, WordSize};
 use unwind_logic::walk_cases;
 
@@ -194,8 +194,8 @@ impl Tables for Cache {
     }
 
     #[inline]
-    fn usual(&mut self, pc: u64, ws: WordSize) -> Option<Usual> {
-        self.memo.usual(pc, ws)
+    fn memo(&self) -> Option<&PcMemo> {
+        Some(&self.memo)
     }
 }
 
@@ -289,6 +289,10 @@ fn capture(depth: usize) {
     println!("depth {depth}: iters {ITERS} fp_frames {fpn} table_frames {tn} (whole stack by tables: {cold})");
 }
 
+/// `depth` frames, each of which saves a callee-saved register (`%rbx`)
+/// and restores it after the call, as the frames of the kernel
+/// benchmark's `descend()` do (deferred_bench.c): the table walk tracks
+/// `%rbx` through them.
 #[inline(never)]
 fn recurse(n: usize, depth: usize) {
     if n == 0 {
@@ -296,7 +300,8 @@ fn recurse(n: usize, depth: usize) {
     } else {
         recurse(black_box(n - 1), depth)
     }
-    black_box(());
+    // `depth` lives across the call, in a callee-saved register.
+    black_box(depth);
 }
 
 fn main() {

@@ -37,7 +37,7 @@ use unwind_logic::cfi::{
     self, Arch, Bound, Cause, Frame, Hdr, Reader, Refusal, Row, RowSink, Scratch, Step, UserBytes,
 };
 use unwind_logic::rows::{
-    CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, PcMemo, RaRule, Usual, MEMO_SLOTS,
+    CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, PcMemo, RaRule, MEMO_SLOTS,
 };
 use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize};
 use unwind_logic::walk_cases;
@@ -843,7 +843,7 @@ struct OneObject {
     /// The kernel's memo of recent pcs' rows in front of the rows (the
     /// second walk of a case answers from it).
     memo: Option<Box<PcMemo>>,
-    /// Frames the memo answered as usual rows (`Tables::usual`: the
+    /// Frames the memo answered as usual rows (`Tables::memo`: the
     /// walk's run of usual frames).
     usual_hits: u32,
 }
@@ -886,10 +886,12 @@ impl Tables for OneObject {
         Some(Ok(found))
     }
 
-    fn usual(&mut self, pc: u64, ws: WordSize) -> Option<Usual> {
-        let u = self.memo.as_ref()?.usual(pc, ws)?;
-        self.usual_hits += 1;
-        Some(u)
+    fn memo(&self) -> Option<&PcMemo> {
+        self.memo.as_deref()
+    }
+
+    fn memo_hits(&mut self, n: u32) {
+        self.usual_hits += n;
     }
 }
 

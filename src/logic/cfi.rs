@@ -447,6 +447,12 @@ impl<'a, M: UserBytes> Reader<'a, M> {
         self.reads >= self.limit
     }
 
+    /// Reads left before the limit.
+    #[inline]
+    pub fn left(&self) -> u32 {
+        self.limit.saturating_sub(self.reads)
+    }
+
     /// The memory read, for a reader of another shape (an object lookup
     /// that reads ELF headers) sharing the budget.
     pub fn mem(&mut self) -> &mut M {

@@ -99,7 +99,8 @@ pub struct PackedRow {
     aux: u8,
     /// The usual row's rules again, decoded when packed (`FAST_*`), for
     /// [`PackedRow::usual`]; 0 for every other row.  A [`PcMemo`] keeps
-    /// the signal flag in its top bit.
+    /// the signal flag and the usual row's pair flag in its top bits
+    /// ([`MEMO_SIGNAL`], [`MEMO_PAIR`]).
     fast: u8,
 }
 
@@ -113,6 +114,12 @@ const FAST_FP_AT: u8 = 4;
 const FAST_BX_AT: u8 = 8;
 /// A [`PcMemo`]'s copy of a row of a signal frame's FDE.
 const MEMO_SIGNAL: u8 = 0x80;
+/// A [`PcMemo`]'s copy of a usual row whose frame pointer is saved just
+/// below the return address ([`Usual::pair`], for the word size of its
+/// key).
+const MEMO_PAIR: u8 = 0x40;
+/// The bits of [`PackedRow::fast`] that only a [`PcMemo`]'s copy has.
+const MEMO_BITS: u8 = MEMO_SIGNAL | MEMO_PAIR;
 
 /// `%rbx`'s rules (bits 5-7 of [`PackedRow::aux`]).
 const BX_SHIFT: u8 = 5;
@@ -139,19 +146,24 @@ pub enum CfaRule {
     Bx(i32),
 }
 
-/// The rules of a usual row ([`PackedRow::usual`]).
+/// The rules of a usual row ([`PackedRow::usual`]): the CFA above the
+/// register it is based on, everything saved below the CFA, so that a
+/// step checks each address it works out with one compare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Usual {
     /// The CFA is the frame pointer plus `cfa` (else the stack pointer).
     pub cfa_fp: bool,
-    /// The CFA's offset.
-    pub cfa: i32,
-    /// The return address is saved at CFA + `ra`.
-    pub ra: i16,
-    /// The caller's frame pointer is saved at CFA + it (`None`: kept).
-    pub fp: Option<i16>,
-    /// The caller's `%rbx` is saved at CFA + it (`None`: kept).
-    pub bx: Option<i16>,
+    /// The CFA's offset, above the stack or frame pointer.
+    pub cfa: u32,
+    /// The return address is saved at CFA - `ra`.
+    pub ra: u16,
+    /// The caller's frame pointer is saved at CFA - it (`None`: kept).
+    pub fp: Option<u16>,
+    /// The caller's `%rbx` is saved at CFA - it (`None`: kept).
+    pub bx: Option<u16>,
+    /// `fp` again if the frame pointer is saved just below the return
+    /// address (`fp` is `ra` + the word size): both are read at once.
+    pub pair: Option<u16>,
 }
 
 /// The return-address rule of a [`PackedRow`].
@@ -245,10 +257,14 @@ impl PackedRow {
         let Some(bx) = bx else {
             return Self::refused(start, Cause::Bound);
         };
+        // The CFA above its register, everything saved below it, as in
+        // every frame of real code ([`Usual`]'s offsets).
         let usual = matches!(cfa_kind, CFA_SP | CFA_FP)
+            && cfa > 0
             && ra_kind == 0
-            && matches!(fp_kind, FP_KEEP | FP_AT)
-            && matches!(bx_kind, BX_KEEP | BX_AT);
+            && ra < 0
+            && (fp_kind == FP_KEEP || (fp_kind == FP_AT && fp < 0))
+            && (bx_kind == BX_KEEP || (bx_kind == BX_AT && bx < 0));
         let fast = if usual {
             FAST_USUAL
                 | if cfa_kind == CFA_FP { FAST_CFA_FP } else { 0 }
@@ -270,24 +286,44 @@ impl PackedRow {
     }
 
     /// The row's rules if they are the usual frame's, the one most
-    /// steps meet: the CFA is the stack or frame pointer plus an offset,
-    /// the return address is saved at CFA + offset, the frame pointer is
-    /// kept or saved at CFA + offset, and `%rbx` is kept or saved at CFA +
-    /// offset.  A walk steps it with a few instructions
-    /// ([`super::walk`]); every other row takes the general path.
+    /// steps meet: the CFA is the stack or frame pointer plus a positive
+    /// offset, the return address is saved below the CFA, and the frame
+    /// pointer and `%rbx` are kept or saved below the CFA.  A walk steps it with a few instructions
+    /// ([`super::walk`]); every other row takes the general path.  `ws`:
+    /// the walk's word size (whether the frame pointer is saved just below
+    /// the return address depends on it).
     #[inline(always)]
-    pub fn usual(&self) -> Option<Usual> {
-        let f = self.fast;
-        if f & FAST_USUAL == 0 {
+    pub fn usual(&self, ws: WordSize) -> Option<Usual> {
+        if self.fast & FAST_USUAL == 0 {
             return None;
         }
-        Some(Usual {
+        Some(self.usual_rules(self.is_pair(ws)))
+    }
+
+    /// The usual row's frame pointer is saved just below its return
+    /// address, for word size `ws` ([`Usual::pair`]).
+    #[inline]
+    fn is_pair(&self, ws: WordSize) -> bool {
+        self.fast & FAST_FP_AT != 0 && i64::from(self.fp) + ws.bytes() as i64 == i64::from(self.ra)
+    }
+
+    /// The rules of a usual row, `pair` as [`PackedRow::is_pair`] says.
+    /// Its offsets' signs are what [`PackedRow::pack`] made sure of before
+    /// it set [`FAST_USUAL`] (`fast` is only ever set there): the CFA's
+    /// positive, the others negative, so that the casts below give their
+    /// magnitudes (of `-32768` too).
+    #[inline(always)]
+    fn usual_rules(&self, pair: bool) -> Usual {
+        let f = self.fast;
+        let below = |off: i16| (off as u16).wrapping_neg();
+        Usual {
             cfa_fp: f & FAST_CFA_FP != 0,
-            cfa: self.cfa,
-            ra: self.ra,
-            fp: (f & FAST_FP_AT != 0).then_some(self.fp),
-            bx: (f & FAST_BX_AT != 0).then_some(self.bx),
-        })
+            cfa: self.cfa as u32,
+            ra: below(self.ra),
+            fp: (f & FAST_FP_AT != 0).then(|| below(self.fp)),
+            bx: (f & FAST_BX_AT != 0).then(|| below(self.bx)),
+            pair: pair.then(|| below(self.fp)),
+        }
     }
 
     /// The refusal's cause, for a refused row.
@@ -429,14 +465,21 @@ pub fn object_of<T>(
 pub const MEMO_SLOTS: usize = 256;
 const _: () = assert!(MEMO_SLOTS.is_power_of_two());
 
-/// One slot of a [`PcMemo`]: the key ([`PcMemo::key`]; 0: empty) and the
-/// row, with its FDE's signal flag in the top bit of its `fast`.
+/// One slot of a [`PcMemo`]: the key ([`PcMemo::key`]; 0: empty), with
+/// [`NOT_USUAL`] set unless the row is a usual one of a frame that is not
+/// a signal frame, and the row, with its FDE's signal flag and the usual
+/// row's pair flag in its `fast` ([`MEMO_SIGNAL`], [`MEMO_PAIR`]).
 #[derive(Clone, Copy)]
 #[repr(C)]
 struct MemoSlot {
     key: u64,
     row: PackedRow,
 }
+
+/// The bit of a [`MemoSlot`]'s key that says its row is not what
+/// [`PcMemo::usual`] answers (keys are below it): so that the lookup of
+/// a run of usual frames is one compare.
+const NOT_USUAL: u64 = 1 << 63;
 
 /// A direct-mapped memo of the rows found for recent pcs, in front of the
 /// objects' sorted rows: a frame whose pc a walk met before (the same
@@ -477,11 +520,11 @@ impl PcMemo {
     }
 
     /// The key of `pc` for a walk of word size `ws` (rows are compiled for
-    /// one word size), never 0; `None` for a pc too large to have one
-    /// (then it is not memoised).
+    /// one word size), never 0 and below [`NOT_USUAL`]; `None` for a pc
+    /// too large to have one (then it is not memoised).
     #[inline]
     fn key(pc: u64, ws: WordSize) -> Option<u64> {
-        (pc >> 62 == 0).then(|| ((pc << 1) | u64::from(ws == WordSize::W4)) + 1)
+        (pc >> 61 == 0).then(|| ((pc << 1) | u64::from(ws == WordSize::W4)) + 1)
     }
 
     #[inline]
@@ -490,37 +533,35 @@ impl PcMemo {
         (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - MEMO_SLOTS.trailing_zeros())) as usize
     }
 
-    /// The row memoised for `pc` (the signal flag in `fast`), if any.
-    #[inline(always)]
-    fn find(&self, pc: u64, ws: WordSize) -> Option<&PackedRow> {
-        let key = Self::key(pc, ws)?;
-        let s = self.slots.get(Self::slot(key))?;
-        (s.key == key).then_some(&s.row)
-    }
-
     /// The row memoised for `pc`, if any.
     #[inline]
     pub fn get(&self, pc: u64, ws: WordSize) -> Option<Found> {
-        let s = self.find(pc, ws)?;
+        let key = Self::key(pc, ws)?;
+        let s = self.slots.get(Self::slot(key))?;
+        if s.key & !NOT_USUAL != key {
+            return None;
+        }
         Some((
             PackedRow {
-                fast: s.fast & !MEMO_SIGNAL,
-                ..*s
+                fast: s.row.fast & !MEMO_BITS,
+                ..s.row
             },
-            s.fast & MEMO_SIGNAL != 0,
+            s.row.fast & MEMO_SIGNAL != 0,
         ))
     }
 
     /// The usual rules ([`PackedRow::usual`]) memoised for `pc`, if its
     /// row is a usual one and not a signal frame's: what a walk's run of
-    /// usual frames steps by without asking for the whole row.
+    /// usual frames steps by without asking for the whole row.  One
+    /// compare: only such a row's slot has the plain key.
     #[inline(always)]
     pub fn usual(&self, pc: u64, ws: WordSize) -> Option<Usual> {
-        let s = self.find(pc, ws)?;
-        if s.fast & MEMO_SIGNAL != 0 {
+        let key = Self::key(pc, ws)?;
+        let s = self.slots.get(Self::slot(key))?;
+        if s.key != key {
             return None;
         }
-        s.usual()
+        Some(s.row.usual_rules(s.row.fast & MEMO_PAIR != 0))
     }
 
     /// Remember `found` for `pc` (replacing what its slot held).
@@ -529,13 +570,23 @@ impl PcMemo {
         let Some(key) = Self::key(pc, ws) else {
             return;
         };
+        let (row, signal) = found;
+        let usual = row.fast & FAST_USUAL != 0;
+        let fast = (row.fast & !MEMO_BITS)
+            | if signal { MEMO_SIGNAL } else { 0 }
+            | if usual && row.is_pair(ws) {
+                MEMO_PAIR
+            } else {
+                0
+            };
         if let Some(s) = self.slots.get_mut(Self::slot(key)) {
             *s = MemoSlot {
-                key,
-                row: PackedRow {
-                    fast: found.0.fast | if found.1 { MEMO_SIGNAL } else { 0 },
-                    ..found.0
+                key: if usual && !signal {
+                    key
+                } else {
+                    key | NOT_USUAL
                 },
+                row: PackedRow { fast, ..row },
             };
         }
     }

@@ -32,7 +32,7 @@
 //! frame-pointer step as the fallback.
 
 use super::cfi::{self, Cause, Reader};
-use super::rows::{CfaRule, Found, FpRule, PackedRow, RaRule, Usual};
+use super::rows::{CfaRule, Found, FpRule, PackedRow, PcMemo, RaRule, Usual};
 
 pub use super::word::WordSize;
 
@@ -383,15 +383,19 @@ pub trait Tables {
         None
     }
 
-    /// The rules of `pc`'s row if [`Tables::row`] would answer it with a
-    /// usual row ([`PackedRow::usual`]) of a frame that is not a signal
-    /// frame, and can tell without a user read or any other work (a
-    /// memo of recent pcs, [`super::rows::PcMemo::usual`]); `None`
-    /// otherwise (the walk then asks [`Tables::row`]).  Counted as
-    /// [`Tables::row`] counts a hit.
-    fn usual(&mut self, pc: u64, ws: WordSize) -> Option<Usual> {
-        let _ = (pc, ws);
+    /// A memo of recent pcs' rows whose answers are what [`Tables::row`]
+    /// would answer (without a user read or any other work), if the
+    /// tables keep one: the walk steps the frames whose pcs it holds with
+    /// a usual row ([`PcMemo::usual`]) in a run, without asking
+    /// [`Tables::row`], and counts them with [`Tables::memo_hits`].
+    fn memo(&self) -> Option<&PcMemo> {
         None
+    }
+
+    /// `n` rows found in [`Tables::memo`]: counted as [`Tables::row`]
+    /// counts a hit.
+    fn memo_hits(&mut self, n: u32) {
+        let _ = n;
     }
 }
 
@@ -412,6 +416,9 @@ pub struct TableStats {
     pub no_tables: u32,
     /// Steps refused by the tables, by [`cfi::Cause`].
     pub refused: [u32; cfi::Cause::COUNT],
+    /// Steps refused by the tables in all (the sum of `refused`, so that
+    /// whoever counts them can tell there are none at once).
+    pub refusals: u32,
     /// User reads done by the walk's table work (lookups, compiling, the
     /// table steps' stack reads).
     pub reads: u32,
@@ -424,6 +431,7 @@ impl TableStats {
         if let Some(n) = self.refused.get_mut(cause as usize) {
             *n = n.saturating_add(1);
         }
+        self.refusals = self.refusals.saturating_add(1);
     }
 }
 
@@ -502,9 +510,9 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
             }
         } else {
             let run = if w.ws == WordSize::W8 {
-                usual_run::<true, M>(&mut w, &mut t, &mut r, tables, out, &mut nr, last, stats)
+                usual_run::<true, M>(&mut w, &mut t, &mut r, tables, out, &mut nr, stats)
             } else {
-                usual_run::<false, M>(&mut w, &mut t, &mut r, tables, out, &mut nr, last, stats)
+                usual_run::<false, M>(&mut w, &mut t, &mut r, tables, out, &mut nr, stats)
             };
             match run {
                 Run::Moved => continue,
@@ -604,13 +612,14 @@ enum Run {
     Stop((usize, Stop)),
 }
 
-/// Frames whose rows the tables know as usual ones without a user read
-/// ([`Tables::usual`]: frames a walk met before, the common case at a
-/// warm mm's every sample), from `out[*nr]` on: each stepped as
-/// [`table_step`] steps a usual row, by [`usual_step`], in a loop that
-/// keeps the frame in registers and has nothing else to decide, each
-/// caller's ip written to `out`.  `W8`: the walk's word size is 8 bytes
-/// (else 4), a constant in each copy of the loop.
+/// Frames whose rows the tables' memo holds as usual ones
+/// ([`Tables::memo`]: frames a walk met before, the common case at a warm
+/// mm's every sample), from `out[*nr]` on: each stepped as [`table_step`]
+/// steps a usual row, by [`usual_step`], in a loop that keeps the frame,
+/// the memo and the read budget in locals and has nothing else to decide,
+/// each caller's ip written to `out`; the hits and reads are counted when
+/// it ends.  `W8`: the walk's word size is 8 bytes (else 4), a constant in
+/// each copy of the loop.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
@@ -620,51 +629,160 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
     tables: &mut impl Tables,
     out: &mut [u64],
     nr: &mut usize,
-    last: usize,
     stats: &mut TableStats,
 ) -> Run {
-    let ws = if W8 { WordSize::W8 } else { WordSize::W4 };
     let first = *nr;
-    let (mut n, mut ip, mut sp, mut bx) = (first, w.ip, w.sp, t.bx);
-    let mut fp = t.fp_known.then_some(w.fp);
-    let mut ip_is_ra = t.ip_is_ra;
-    let end = loop {
-        let pc = if ip_is_ra { ip.wrapping_sub(1) } else { ip };
-        // The budget's end is [`table_step`]'s to handle.
-        let Some(u) = (!r.exhausted()).then(|| tables.usual(pc, ws)).flatten() else {
-            break if n == first { Run::Ask } else { Run::Moved };
-        };
-        let caller = match usual_step(sp, fp, bx, ws, r, u) {
-            Ok(caller) => caller,
-            Err(cause) => {
-                stats.refuse(cause);
-                break Run::Refused;
-            }
-        };
-        if caller.0 >= w.user_limit {
-            break Run::Stop((n + 1, Stop::NotUser));
-        }
-        (ip, sp, bx) = (caller.0, caller.1, caller.3);
-        // The frame pointer is kept where the row does not restore it,
-        // and unknown stays unknown.
-        fp = caller.2;
-        ip_is_ra = true;
-        n += 1;
-        if let Some(slot) = out.get_mut(n) {
-            *slot = ip;
-        }
-        if n >= last {
-            break Run::Stop((n + 1, Stop::Full));
-        }
+    // `out[first]` holds the current frame's ip; the callers' go after
+    // it, to the end of `out`.
+    let slots = match out.get_mut(first..) {
+        Some([_, slots @ ..]) if !slots.is_empty() => slots,
+        _ => return Run::Ask,
     };
-    let stepped = n - first;
+    let Some(memo) = tables.memo() else {
+        return Run::Ask;
+    };
+    // A usual row keeps a known frame pointer known (and an unknown one
+    // unknown: those frames are [`table_step`]'s).
+    if !t.fp_known {
+        return Run::Ask;
+    }
+    let total = slots.len();
+    let left0 = r.left();
+    let mut f = RunFrame {
+        pc: if t.ip_is_ra {
+            w.ip.wrapping_sub(1)
+        } else {
+            w.ip
+        },
+        sp: w.sp,
+        fp: w.fp,
+        bx: t.bx,
+        left: left0,
+    };
+    let (left_slots, end) = usual_loop::<W8, M>(memo, r, w.user_limit, slots, &mut f);
+    let RunFrame {
+        pc,
+        sp,
+        fp,
+        bx,
+        left,
+    } = f;
+    let stepped = total.saturating_sub(left_slots);
+    let hits = stepped + usize::from(matches!(end, End::Refused(_) | End::NotUser));
+    tables.memo_hits(u32::try_from(hits).unwrap_or(u32::MAX));
+    // At most what was left: the charge cannot fail.
+    let _ = r.charge(left0.wrapping_sub(left));
+    let n = first + stepped;
     if stepped > 0 {
-        enter(w, t, (ip, sp, fp, bx), ip_is_ra);
+        // Every caller's pc is its ip - 1.
+        enter(w, t, (pc.wrapping_add(1), sp, Some(fp), bx), true);
         let frames = u32::try_from(stepped).unwrap_or(u32::MAX);
         stats.table_frames = stats.table_frames.saturating_add(frames);
         *nr = n;
     }
-    end
+    match end {
+        End::Ask if stepped == 0 => Run::Ask,
+        End::Ask => Run::Moved,
+        End::Refused(cause) => {
+            stats.refuse(cause);
+            Run::Refused
+        }
+        End::NotUser => Run::Stop((n + 1, Stop::NotUser)),
+        End::Full => Run::Stop((n + 1, Stop::Full)),
+    }
+}
+
+/// The reads a usual step takes at most: a [`usual_run`] steps a frame
+/// only if they are left.
+const USUAL_READS: u32 = 2;
+
+/// The frame a [`usual_loop`] is at (its pc: the ip where it is the
+/// interrupted frame, else the ip - 1; its frame pointer, known), and the
+/// reads it has left.
+struct RunFrame {
+    pc: u64,
+    sp: u64,
+    fp: u64,
+    bx: cfi::Saved,
+    left: u32,
+}
+
+/// Why a [`usual_loop`] ended.
+#[derive(Clone, Copy)]
+enum End {
+    /// The memo does not hold the pc as a usual row, or fewer than
+    /// [`USUAL_READS`] reads are left.
+    Ask,
+    /// The step was refused (the memo held the row).
+    Refused(Cause),
+    /// The caller's ip is not a user address (the memo held the row).
+    NotUser,
+    /// `out` is full.
+    Full,
+}
+
+/// The loop of a [`usual_run`], from frame `f`, while `memo` holds usual
+/// rows for the frames' pcs: each caller stepped to, its ip written to the
+/// next of `slots`.  The slots left, and why it ended.  Out of line, so
+/// that the frame, the memo and the slots are the only values the loop
+/// keeps in registers; it steps at most as many frames as [`USUAL_READS`]
+/// go into the reads left, so that the one bound of the loop is its
+/// slots.
+#[inline(never)]
+fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
+    memo: &PcMemo,
+    r: &mut Reader<'_, M>,
+    user_limit: u64,
+    slots: &mut [u64],
+    f: &mut RunFrame,
+) -> (usize, End) {
+    let ws = if W8 { WordSize::W8 } else { WordSize::W4 };
+    let RunFrame {
+        mut pc,
+        mut sp,
+        mut fp,
+        mut bx,
+        mut left,
+    } = *f;
+    let len = slots.len();
+    let frames = len.min((left / USUAL_READS) as usize);
+    let mut run = slots.get_mut(..frames).unwrap_or_default().iter_mut();
+    // The frames stepped when the loop ends with the slot of the next one
+    // taken.
+    let stepped =
+        |run: &core::slice::IterMut<'_, u64>| frames.saturating_sub(run.len()).saturating_sub(1);
+    let (end, done) = loop {
+        let Some(slot) = run.next() else {
+            // The budget's end is [`table_step`]'s to handle.
+            break (if frames == len { End::Full } else { End::Ask }, frames);
+        };
+        let Some(u) = memo.usual(pc, ws) else {
+            break (End::Ask, stepped(&run));
+        };
+        let caller = match usual_step::<false, M>(sp, Some(fp), bx, ws, r, u, &mut left) {
+            Ok(caller) => caller,
+            Err(cause) => break (End::Refused(cause), stepped(&run)),
+        };
+        let ip = caller.0;
+        if ip >= user_limit {
+            break (End::NotUser, stepped(&run));
+        }
+        *slot = ip;
+        pc = ip.wrapping_sub(1);
+        (sp, bx) = (caller.1, caller.3);
+        // A usual row saves the frame pointer or keeps it.
+        if let Some(v) = caller.2 {
+            fp = v;
+        }
+    };
+    *f = RunFrame {
+        pc,
+        sp,
+        fp,
+        bx,
+        left,
+    };
+    (len.saturating_sub(done), end)
 }
 
 /// One step of [`walk_tables`] by the tables: `None` if there are none
@@ -694,8 +812,11 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
         }
         Some(Ok(found)) => found,
     };
-    let step = match row.usual() {
-        Some(u) => usual_step(w.sp, t.fp_known.then_some(w.fp), t.bx, w.ws, r, u).map(Some),
+    let step = match row.usual(w.ws) {
+        Some(u) => {
+            let fp = t.fp_known.then_some(w.fp);
+            usual_step::<true, M>(w.sp, fp, t.bx, w.ws, r, u, &mut 0).map(Some)
+        }
         None => apply_row(w, t.fp_known, t.bx, r, &row, signal).map(|c| {
             c.map(|(ip, sp, fp)| {
                 let bx =
@@ -745,47 +866,60 @@ fn enter(w: &mut Walk, t: &mut TableFrame, caller: Caller, ip_is_ra: bool) {
 /// usual row ([`PackedRow::usual`]), the frame most steps meet, without
 /// decoding the general row: the same outcome (the host tests walk every
 /// hand table both ways), from the frame's stack pointer, frame pointer
-/// (`None`: unknown) and `%rbx`.
+/// (`None`: unknown) and `%rbx`.  Its reads are charged to `r` where
+/// `CHARGE`, else taken from `left`, the reads a [`usual_run`] has left
+/// (it makes sure of [`USUAL_READS`] before the step, and charges `r`
+/// when it ends), at the same points.
 #[inline(always)]
-fn usual_step<M: UserMemory + cfi::UserBytes>(
+fn usual_step<const CHARGE: bool, M: UserMemory + cfi::UserBytes>(
     sp: u64,
     fp: Option<u64>,
     bx: cfi::Saved,
     ws: WordSize,
     r: &mut Reader<'_, M>,
     u: Usual,
+    left: &mut u32,
 ) -> Result<Caller, Cause> {
+    let mut charge = |r: &mut Reader<'_, M>, n: u32| {
+        if CHARGE {
+            r.charge(n)
+        } else {
+            *left = left.wrapping_sub(n);
+            true
+        }
+    };
     let base = if u.cfa_fp {
         fp.ok_or(Cause::FpUnknown)?
     } else {
         sp
     };
     let cfa = base
-        .checked_add_signed(i64::from(u.cfa))
+        .checked_add(u64::from(u.cfa))
         .ok_or(Cause::CfaNotAbove)?;
     let cfa = cfi::check_cfa(cfa, sp, ws, false).map_err(cfi::Refusal::cause)?;
-    let at = |off: i16| cfa.checked_add_signed(i64::from(off)).ok_or(Cause::Fault);
-    let (ra, fp) = match u.fp {
+    // Everything is saved below the CFA.
+    let at = |below: u16| cfa.checked_sub(u64::from(below)).ok_or(Cause::Fault);
+    let (ra, fp) = match u.pair {
         // The saved frame pointer just below the return address: both
         // words in one read.
-        Some(off) if i64::from(off) + ws.bytes() as i64 == i64::from(u.ra) => {
+        Some(off) => {
             let at = at(off)?;
-            if !r.charge(2) {
+            if !charge(r, 2) {
                 return Err(Cause::Bound);
             }
             let (fp, ra) = r.mem().read_pair(at, ws).ok_or(Cause::Fault)?;
             (ra, Some(fp))
         }
-        fp_off => {
+        None => {
             let at_ra = at(u.ra)?;
-            if !r.charge(1) {
+            if !charge(r, 1) {
                 return Err(Cause::Bound);
             }
             let ra = r.mem().read_word(at_ra, ws).ok_or(Cause::Fault)?;
-            let fp = match fp_off {
+            let fp = match u.fp {
                 Some(off) => {
                     let at = at(off)?;
-                    if !r.charge(1) {
+                    if !charge(r, 1) {
                         return Err(Cause::Bound);
                     }
                     Some(r.mem().read_word(at, ws).ok_or(Cause::Fault)?)
@@ -796,8 +930,8 @@ fn usual_step<M: UserMemory + cfi::UserBytes>(
         }
     };
     let bx = match u.bx {
-        Some(off) => cfa
-            .checked_add_signed(i64::from(off))
+        Some(below) => cfa
+            .checked_sub(u64::from(below))
             .map_or(cfi::Saved::Unknown, cfi::Saved::At),
         None => bx,
     };
