@@ -45,8 +45,7 @@ DEFAULT_JSON = os.path.join(DOCS, 'bench.json')
 DEFAULT_FILES = ('README.md', 'docs/benchmarks.md')
 # The files' paths (from the top) and the tables each must hold.
 EXPECTED = {
-    'README.md': ('micro-summary', 'e2e-summary', 'e2e-deep-summary', 'real-summary',
-                  'memory-summary', 'cancel-summary'),
+    'README.md': ('micro-summary', 'e2e-summary', 'e2e-deep-summary', 'real-summary'),
     'docs/benchmarks.md': ('micro', 'e2e-slowdown', 'e2e-bytes', 'e2e-deep', 'e2e-deep-ratios',
                            'real', 'real-tables', 'memory', 'cancel'),
 }
@@ -476,9 +475,9 @@ MEMORY_ROWS = (
 )
 
 
-def memory(d, full):
+def memory(d):
     rows = []
-    for label, metric in MEMORY_ROWS if full else MEMORY_ROWS[:2]:
+    for label, metric in MEMORY_ROWS:
         r = d.row(metric)
         u = r.get('unit', '')
         rows.append([label, d.fig(r, 'c', unit=u), d.fig(r, 'rust', unit=u),
@@ -491,31 +490,26 @@ def memory(d, full):
 CANCEL_SIZES = (10, 100, 1000, 10000)
 
 
-def cancel(d, full):
+def cancel(d):
     rs = [d.row('cancel, about %d threads' % n) for n in CANCEL_SIZES]
     n = {d.reps(r, k) for r in rs for k in ('c', 'rust')}
     if len(n) != 1 or not n.pop():
         raise TableError('cancel: not the same number of cancels at every thread count')
     reps = d.reps(rs[0], 'c')
     header = ['cancel against (extra threads)'] + ['{:,}'.format(s) for s in CANCEL_SIZES]
-    kinds = [('c', 'C, icount', d.fig), ('rust', 'Rust, icount', d.fig)]
-    if full:
-        cached = d.row('cancel, 1000 threads with a cache each')
-        growth = d.row('cancel: growth per extra thread, 1,000 to 10,000')
-        header += ['1,000 with a cache each', 'more per extra thread, 1,000 to 10,000']
-        kinds += [('c', 'C, plain TCG (1 boot)', d.tcg), ('rust', 'Rust, plain TCG (1 boot)',
-                                                          d.tcg)]
+    cached = d.row('cancel, 1000 threads with a cache each')
+    growth = d.row('cancel: growth per extra thread, 1,000 to 10,000')
+    header += ['1,000 with a cache each', 'more per extra thread, 1,000 to 10,000']
+    kinds = [('c', 'C, icount', d.fig), ('rust', 'Rust, icount', d.fig),
+             ('c', 'C, plain TCG (1 boot)', d.tcg), ('rust', 'Rust, plain TCG (1 boot)', d.tcg)]
     rows = []
     for kernel, label, f in kinds:
-        row = [label] + [f(r, kernel, time_ns) for r in rs]
-        if full:
-            row += [f(cached, kernel, time_ns), f(growth, kernel, unit='ns')]
-        rows.append(row)
+        rows.append([label] + [f(r, kernel, time_ns) for r in rs] +
+                    [f(cached, kernel, time_ns), f(growth, kernel, unit='ns')])
     what = ('median [min-max] of every cancel: %d on each kernel, %d a boot over %d boots'
-            % (reps, reps // boots(d), boots(d)))
-    if full:
-        what += ('; with a cache each: %d (one a memory round); more per thread: from each'
-                 ' boot\'s medians; plain TCG: one boot' % d.reps(cached, 'c'))
+            '; with a cache each: %d (one a memory round); more per thread: from each'
+            ' boot\'s medians; plain TCG: one boot'
+            % (reps, reps // boots(d), boots(d), d.reps(cached, 'c')))
     return d.stamp(what) + '\n\n' + table(header, rows)
 
 
@@ -531,10 +525,8 @@ TABLES = {
     'real-summary': real_summary,
     'real': real,
     'real-tables': real_tables,
-    'memory-summary': lambda d: memory(d, False),
-    'memory': lambda d: memory(d, True),
-    'cancel-summary': lambda d: cancel(d, False),
-    'cancel': lambda d: cancel(d, True),
+    'memory': memory,
+    'cancel': cancel,
 }
 
 

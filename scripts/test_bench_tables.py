@@ -178,7 +178,7 @@ class Generation(unittest.TestCase):
         self.assertIn('127 us [107 us-428 us]', tcg)
 
     def test_memory_units_and_tcg(self):
-        md = bt.render(make_data(), 'memory-summary')
+        md = bt.render(make_data(), 'memory')
         self.assertIn('| 4,071 [4,071-4,071] B | 4,071 [4,063-4,080] B | 4,096 B | 4,096 B |', md)
 
     def test_missing_figure_fails(self):
