@@ -197,7 +197,7 @@ pub extern "C" fn unwind_user_tables_pages() -> usize {
 }
 
 /// Drop the rows of the cache linked at `link` unless a walk holds it;
-/// the pages' worth freed. `shim.c`'s shrinker calls it for each cache.
+/// the bytes freed. `shim.c`'s shrinker calls it for each cache.
 ///
 /// # Safety
 ///

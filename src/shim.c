@@ -143,20 +143,27 @@ static unsigned long unwind_user_tables_count(struct shrinker *s,
 	return unwind_user_tables_pages() ?: SHRINK_EMPTY;
 }
 
+/*
+ * Drop caches until @sc->nr_to_scan pages' worth of rows are freed, then
+ * make the first cache not visited the list's front, so that the next scan
+ * starts there and every cache takes its turn.
+ */
 static unsigned long unwind_user_tables_scan(struct shrinker *s,
 					     struct shrink_control *sc)
 {
+	unsigned long goal = sc->nr_to_scan << PAGE_SHIFT, bytes = 0;
 	struct list_head *link;
-	unsigned long freed = 0;
 
 	spin_lock(&unwind_user_tables_lock);
 	list_for_each(link, &unwind_user_tables_list) {
-		if (freed >= sc->nr_to_scan)
+		if (bytes >= goal)
 			break;
-		freed += unwind_user_tables_shrink(link);
+		bytes += unwind_user_tables_shrink(link);
 	}
+	if (link != &unwind_user_tables_list)
+		list_rotate_to_front(link, &unwind_user_tables_list);
 	spin_unlock(&unwind_user_tables_lock);
-	return freed ?: SHRINK_STOP;
+	return DIV_ROUND_UP(bytes, PAGE_SIZE) ?: SHRINK_STOP;
 }
 
 static int __init unwind_user_tables_shrinker(void)

@@ -44,17 +44,21 @@
 //! [`MAX_LOOKUPS`] new objects (each takes the mmap read lock and reads
 //! ELF headers), and every user read of a lookup or a compilation is
 //! charged to the walk's read budget.  Nothing transient (a fault, the
-//! budget, no memory) is remembered.  There is no shrinker: the cap bounds
-//! each mm, and the memory is the process's own, charged to it.  An
-//! object's file stays referenced until a walk finds its mapping gone or
-//! the mm goes: a file unmapped since the process's last walk keeps its
+//! budget, no memory) is remembered.  A shrinker ([`shrink`], registered
+//! by `shim.c`) drops the objects and rows of every cache no walk holds
+//! under global memory pressure; each mm's memo and interpreter scratch
+//! (about 9 KiB) stay until the mm goes.  An object's file stays
+//! referenced until a walk finds its mapping gone, the shrinker drops it
+//! or the mm goes: a file unmapped since the process's last walk keeps its
 //! filesystem busy (umount says EBUSY) until then.
 //!
 //! **Concurrency.**  The cache's mutex is held for a whole walk: threads of
 //! one mm walk one after the other.  Lock order: the cache's mutex, then
 //! the mmap lock (object lookups, page faults); nothing takes them the
 //! other way round (`__mmput()` frees the cache when no task uses the mm,
-//! without the mutex).
+//! without the mutex).  The shrinker's list lock (a spinlock) comes before
+//! a cache's mutex, which it only try-locks; `mm_tables()` links a new
+//! cache and `mm_exit()` unlinks it without the mutex held.
 //!
 //! On at boot unless `unwind_user_tables=0`; sysctl
 //! `kernel.unwind_user_tables` switches it, debugfs `unwind_user/stats` has
@@ -103,6 +107,9 @@ fn cap() -> usize {
 }
 
 /// A `KVec` as the rows' [`Store`], charged to the memory cgroup.
+///
+/// It must stay `kmalloc`-backed: [`shrink`] drops rows under the
+/// shrinker's spinlock, where `kvfree()` of a vmalloc'ed area could sleep.
 struct KStore<T>(KVec<T>);
 
 impl<T> Default for KStore<T> {
@@ -251,6 +258,11 @@ pub(crate) struct MmTables {
     link: Opaque<bindings::list_head>,
 }
 
+// SAFETY: The threads of an mm and the shrinker share its cache: `inner`
+// is a mutex, and `link` is touched only under the shrinker's list lock
+// (`unwind_user_tables_link()`, `_unlink()`, the scan).
+unsafe impl Sync for MmTables {}
+
 /// `mm`'s cache, allocated at its first use; `None` if there is no memory.
 fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
     // SAFETY: The field is written once from null by
@@ -346,9 +358,9 @@ pub(crate) fn pages() -> usize {
 
 /// Drop every object and row of the cache linked at `link`, unless a walk
 /// holds it (the shrinker does not wait): what `shim.c`'s shrinker does to
-/// each cache until it has freed what reclaim asked for. Returns the pages'
-/// worth of rows freed. The objects are looked up again, their rows
-/// compiled again, by the next walks that meet them.
+/// each cache until it has freed what reclaim asked for. Returns the bytes
+/// of rows freed. The objects are looked up again, their rows compiled
+/// again, by the next walks that meet them.
 ///
 /// # Safety
 ///
@@ -376,7 +388,7 @@ pub(crate) unsafe fn shrink(link: *mut bindings::list_head) -> usize {
     if let Some(c) = STATS.get(SHRUNK) {
         c.add(bytes as u64, Relaxed);
     }
-    bytes.div_ceil(kernel::page::PAGE_SIZE)
+    bytes
 }
 
 /// The rows of the objects of current's address space, as one walk uses

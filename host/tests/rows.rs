@@ -1481,6 +1481,7 @@ fn walk_by_rows_is_walk_by_step() {
         "cfa_register",
         "cfa_expression",
         "cfa_not_above",
+        "cfa_unaligned",
         "opcode",
         "malformed",
         "fault",

@@ -83,7 +83,10 @@ bool unwind_user_mm_seq(struct mm_struct *mm, unsigned int *seq);
 /* C, for Rust: put a new cache's @link on, or take it off, the shrinker's list. */
 void unwind_user_tables_link(struct list_head *link);
 void unwind_user_tables_unlink(struct list_head *link);
-/* Rust, for the shrinker: pages' worth of rows cached; the rows at @link freed. */
+/*
+ * Rust, for the shrinker: pages' worth of rows cached; drop the rows of the
+ * cache at @link, returning the bytes freed (the caller holds the list's lock).
+ */
 unsigned long unwind_user_tables_pages(void);
 unsigned long unwind_user_tables_shrink(struct list_head *link);
 #else

@@ -869,7 +869,9 @@ fn enter(w: &mut Walk, t: &mut TableFrame, caller: Caller, ip_is_ra: bool) {
 /// (`None`: unknown) and `%rbx`.  Its reads are charged to `r` where
 /// `CHARGE`, else taken from `left`, the reads a [`usual_run`] has left
 /// (it makes sure of [`USUAL_READS`] before the step, and charges `r`
-/// when it ends), at the same points.
+/// when it ends), at the same points.  It reads at most [`USUAL_READS`]
+/// words: the run's arithmetic on `left` (wrapping) depends on it, so a
+/// usual row that needs more reads needs that bound raised.
 #[inline(always)]
 fn usual_step<const CHARGE: bool, M: UserMemory + cfi::UserBytes>(
     sp: u64,

@@ -1120,7 +1120,7 @@ static const char *const refused[] = {
 	"refused_encoding", "refused_augmentation", "refused_opcode",
 	"refused_ra_column", "refused_ra_rule", "refused_fp_rule",
 	"refused_cfa_register", "refused_cfa_expression", "refused_fp_unknown",
-	"refused_cfa_not_above", "refused_bound",
+	"refused_cfa_not_above", "refused_cfa_unaligned", "refused_bound",
 };
 
 static bool may_grow(const struct tcase *c, const char *name)
