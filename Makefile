@@ -58,8 +58,11 @@ SKIP_nodebug := deferred_stress:8
 # there: deferred_tables_cache tests the Rust unwinder's per-mm row cache,
 # perf_real.sh's test 1 compares the table walk with perf's DWARF unwinder,
 # and deferred_tables_signal's table tests need the table walk; C has none
-# of them (on Rust, a missing tables switch fails instead).
-SKIP_c := $(foreach n,$(shell seq 1 18),deferred_tables_cache:$(n)) perf_real.sh:1 \
+# of them (on Rust, a missing tables switch fails instead).  The cache
+# test's count of results is read from its NR_RESULTS.
+NR_CACHE_RESULTS := $(shell sed -n 's/^\#define NR_RESULTS[[:space:]]*\([0-9]*\).*/\1/p' \
+	tools/testing/selftests/unwind_deferred/deferred_tables_cache.c)
+SKIP_c := $(foreach n,$(shell seq 1 $(NR_CACHE_RESULTS)),deferred_tables_cache:$(n)) perf_real.sh:1 \
 	$(foreach n,2 3 5 6 8 9,deferred_tables_signal:$(n))
 # The real programs perf_real.sh profiles on the Rust kernels, compared
 # on the host by scripts/compare-real.py (make real-programs).
