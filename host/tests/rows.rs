@@ -37,7 +37,7 @@ use unwind_logic::cfi::{
     self, Arch, Bound, Cause, Frame, Hdr, Reader, Refusal, Row, RowSink, Scratch, Step, UserBytes,
 };
 use unwind_logic::rows::{
-    CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, PcMemo, RaRule, MEMO_SLOTS,
+    CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, PcMemo, RaRule, MEMO_SLOTS, MEMO_WAYS,
 };
 use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize};
 use unwind_logic::walk_cases;
@@ -1190,9 +1190,20 @@ fn check_walk_case(c: &WalkCase) -> Result<(Vec<&'static str>, Vec<Cause>), Stri
             // Again with every row remembered: nothing compiled, the same
             // (usual rows now stepped by the walk's run from the memo).
             let fills = tables.fills;
+            let hits = tables.usual_hits;
             let (again, stats) = table_walk(&r, &mut m, &mut tables, 8);
             if tables.usual_hits > 0 {
                 exercised.push("usual run");
+            }
+            // A walk that ended at its first frame's end row, counted as
+            // a hit of the run: the memo's end row (`PcMemo::end`).  (An
+            // end row whose CFA is refused, the walk goes on by the frame
+            // pointer: the same walk as the reference's, above.)
+            if again.trace.len() == 1
+                && again.stop == Stop::EndOfStack
+                && tables.usual_hits == hits + 1
+            {
+                exercised.push("end run");
             }
             if again != want || tables.fills != fills {
                 return Err(format!(
@@ -1314,6 +1325,12 @@ fn walk_cases_of(ws: WordSize) -> Vec<WalkCase> {
         case("fp frame, body", fp_frame.clone(), 8),
         case("fp frame, after leave", fp_frame.clone(), 0x10),
         case("end of stack", vec![0x07, ra], 0),
+        case(
+            "end of stack, CFA unaligned",
+            vec![0x0e, w + 1, 0x07, ra],
+            0,
+        ),
+        case("end of stack, CFA fp", vec![0x0c, fp, 2 * w, 0x07, ra], 0),
         case("fp val_offset", vec![0x0e, 4 * w, 0x14, fp, 3], 0),
         case("fp val_offset_sf", vec![0x0e, 4 * w, 0x15, fp, 2], 0),
         case("fp undefined", vec![0x07, fp], 0),
@@ -1472,6 +1489,7 @@ fn walk_by_rows_is_walk_by_step() {
         "fp undefined",
         "signal",
         "usual run",
+        "end run",
     ] {
         assert!(exercised.contains(k), "no case steps by {k}: {exercised:?}");
     }
@@ -2185,8 +2203,83 @@ fn memo_answers_only_what_was_put() {
     assert_eq!(memo.get(0x1234, WordSize::W8), Some(f));
     assert_eq!(memo.get(0x1234, WordSize::W4), None);
     assert_eq!(MEMO_SLOTS.count_ones(), 1);
+    assert_eq!(MEMO_SLOTS % MEMO_WAYS, 0);
     // The sizes the documentation states (rows.rs, docs/design.md): a row is 20
     // bytes, the memo 8 KiB.
     assert_eq!(std::mem::size_of::<PackedRow>(), 20);
     assert_eq!(std::mem::size_of::<PcMemo>(), 8192);
+}
+
+/// Two pcs of one stack whose keys share a set are both remembered (a
+/// one-way memo let them evict each other at every walk: perl's and this
+/// project's own test programs had such a pair): the memo is two-way,
+/// and a third pc of the set forgets the older of the two.  The model
+/// replicates the memo's hash (Fibonacci hashing of the key, the top 7
+/// bits for 128 sets); were it another, the pcs below would not share a
+/// set and the evictions checked would not happen.
+#[test]
+fn memo_keeps_the_last_two_pcs_of_a_set() {
+    let ws = WordSize::W8;
+    let sets = MEMO_SLOTS / MEMO_WAYS;
+    let set = |pc: u64| {
+        let key = (pc << 1) + 1;
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - sets.trailing_zeros())) as usize
+    };
+    // Pcs of one set: a stack's pcs are a few KiB apart.
+    let base = 0x40_1000u64;
+    let same: Vec<u64> = (base..base + 0x10_0000)
+        .filter(|&pc| set(pc) == set(base))
+        .take(4)
+        .collect();
+    assert_eq!(same.len(), 4);
+    let found = |i: u64| {
+        let mut p = PackedRow::default();
+        p.start = i as u32;
+        (p, false)
+    };
+    let mut memo = Box::new(PcMemo::empty());
+    memo.put(same[0], ws, found(0));
+    memo.put(same[1], ws, found(1));
+    // Both, whichever is asked first, again and again.
+    for _ in 0..3 {
+        assert_eq!(memo.get(same[1], ws), Some(found(1)));
+        assert_eq!(memo.get(same[0], ws), Some(found(0)));
+    }
+    // A pc put again keeps its way; the other stays.
+    memo.put(same[0], ws, found(10));
+    assert_eq!(memo.get(same[0], ws), Some(found(10)));
+    assert_eq!(memo.get(same[1], ws), Some(found(1)));
+    memo.put(same[1], ws, found(11));
+    assert_eq!(memo.get(same[0], ws), Some(found(10)));
+    assert_eq!(memo.get(same[1], ws), Some(found(11)));
+    // A third forgets the one in the second way (same[0], put first:
+    // rewriting a way does not move it).
+    memo.put(same[2], ws, found(2));
+    assert_eq!(memo.get(same[2], ws), Some(found(2)));
+    assert_eq!(memo.get(same[1], ws), Some(found(11)));
+    assert_eq!(memo.get(same[0], ws), None);
+    // An exact model of the policy over random puts in one set: the way
+    // that holds the pc is rewritten, else the first, its row moving to
+    // the second.
+    let mut model: Vec<(u64, Found)> = Vec::new();
+    memo.clear();
+    let mut rng = Rng(0x2_3a11);
+    for i in 0..20_000u64 {
+        let pc = same[(rng.next() % 4) as usize];
+        if rng.next() % 2 == 0 {
+            let f = found(i);
+            match model.iter().position(|&(p, _)| p == pc) {
+                Some(j) => model[j] = (pc, f),
+                None => {
+                    model.insert(0, (pc, f));
+                    model.truncate(MEMO_WAYS);
+                }
+            }
+            memo.put(pc, ws, f);
+        }
+        for &p in &same {
+            let want = model.iter().find(|&&(q, _)| q == p).map(|&(_, f)| f);
+            assert_eq!(memo.get(p, ws), want, "pc {p:#x} after {i} rounds");
+        }
+    }
 }

@@ -98,7 +98,8 @@ pub struct PackedRow {
     /// `%rbx`'s rule (bits 5-7, `BX_*`); for a refused row, its [`Cause`].
     aux: u8,
     /// The usual row's rules again, decoded when packed (`FAST_*`), for
-    /// [`PackedRow::usual`]; 0 for every other row.  A [`PcMemo`] keeps
+    /// [`PackedRow::usual`], or the end row's ([`PackedRow::end`]); 0
+    /// for every other row.  A [`PcMemo`] keeps
     /// the signal flag and the usual row's pair flag in its top bits
     /// ([`MEMO_SIGNAL`], [`MEMO_PAIR`]).
     fast: u8,
@@ -112,6 +113,10 @@ const FAST_CFA_FP: u8 = 2;
 const FAST_FP_AT: u8 = 4;
 /// ... `%rbx` is saved (else kept).
 const FAST_BX_AT: u8 = 8;
+/// The row is the end of the stack's: the return address undefined, the
+/// CFA the stack or frame pointer (`FAST_CFA_FP`) plus a positive offset
+/// ([`PackedRow::end`]).
+const FAST_END: u8 = 16;
 /// A [`PcMemo`]'s copy of a row of a signal frame's FDE.
 const MEMO_SIGNAL: u8 = 0x80;
 /// A [`PcMemo`]'s copy of a usual row whose frame pointer is saved just
@@ -265,11 +270,14 @@ impl PackedRow {
             && ra < 0
             && (fp_kind == FP_KEEP || (fp_kind == FP_AT && fp < 0))
             && (bx_kind == BX_KEEP || (bx_kind == BX_AT && bx < 0));
+        let cfa_fp = if cfa_kind == CFA_FP { FAST_CFA_FP } else { 0 };
         let fast = if usual {
             FAST_USUAL
-                | if cfa_kind == CFA_FP { FAST_CFA_FP } else { 0 }
+                | cfa_fp
                 | if fp_kind == FP_AT { FAST_FP_AT } else { 0 }
                 | if bx_kind == BX_AT { FAST_BX_AT } else { 0 }
+        } else if matches!(cfa_kind, CFA_SP | CFA_FP) && cfa > 0 && ra_kind == RA_UNDEFINED {
+            FAST_END | cfa_fp
         } else {
             0
         };
@@ -298,6 +306,16 @@ impl PackedRow {
             return None;
         }
         Some(self.usual_rules(self.is_pair(ws)))
+    }
+
+    /// The CFA rule of the end of the stack's row (the return address
+    /// undefined): whether it is based on the frame pointer (else the
+    /// stack pointer), and its offset, positive.  `None` for any other
+    /// row, and for an end row whose CFA is worked out otherwise (the
+    /// general step's).
+    #[inline]
+    pub fn end(&self) -> Option<(bool, u32)> {
+        (self.fast & FAST_END != 0).then_some((self.fast & FAST_CFA_FP != 0, self.cfa as u32))
     }
 
     /// The usual row's frame pointer is saved just below its return
@@ -461,14 +479,18 @@ pub fn object_of<T>(
     }
 }
 
-/// Slots of a [`PcMemo`] (a power of two).
+/// Slots of a [`PcMemo`] (a power of two): [`MEMO_WAYS`] to a set.
 pub const MEMO_SLOTS: usize = 256;
-const _: () = assert!(MEMO_SLOTS.is_power_of_two());
+/// Slots of a [`PcMemo`] set: the pcs whose keys hash to one set.
+pub const MEMO_WAYS: usize = 2;
+const MEMO_SETS: usize = MEMO_SLOTS / MEMO_WAYS;
+const _: () = assert!(MEMO_SETS.is_power_of_two() && MEMO_SETS * MEMO_WAYS == MEMO_SLOTS);
 
 /// One slot of a [`PcMemo`]: the key ([`PcMemo::key`]; 0: empty), with
-/// [`NOT_USUAL`] set unless the row is a usual one of a frame that is not
-/// a signal frame, and the row, with its FDE's signal flag and the usual
-/// row's pair flag in its `fast` ([`MEMO_SIGNAL`], [`MEMO_PAIR`]).
+/// [`NOT_USUAL`] or [`END`] set unless the row is a usual one of a frame
+/// that is not a signal frame, and the row, with its FDE's signal flag
+/// and the usual row's pair flag in its `fast` ([`MEMO_SIGNAL`],
+/// [`MEMO_PAIR`]).
 #[derive(Clone, Copy)]
 #[repr(C)]
 struct MemoSlot {
@@ -477,23 +499,29 @@ struct MemoSlot {
 }
 
 /// The bit of a [`MemoSlot`]'s key that says its row is not what
-/// [`PcMemo::usual`] answers (keys are below it): so that the lookup of
-/// a run of usual frames is one compare.
+/// [`PcMemo::usual`] or [`PcMemo::end`] answers (keys are below it): so
+/// that the lookup of a run of usual frames is one compare a way.
 const NOT_USUAL: u64 = 1 << 63;
 
-/// A direct-mapped memo of the rows found for recent pcs, in front of the
-/// objects' sorted rows: a frame whose pc a walk met before (the same
-/// call site in a later sample, or in a recursion) costs a multiply, a
-/// compare and a copy instead of an object lookup and two binary
-/// searches.  It holds copies of rows that stay right as long as their
-/// object is cached; whoever drops an object or rows must
-/// [`clear`](Self::clear) it.
+/// The bit of a [`MemoSlot`]'s key that says its row is the end of the
+/// stack's ([`PcMemo::end`]).
+const END: u64 = 1 << 62;
+
+/// A two-way set-associative memo of the rows found for recent pcs, in
+/// front of the objects' sorted rows: a frame whose pc a walk met before
+/// (the same call site in a later sample, or in a recursion) costs a
+/// multiply, a compare or two and a copy instead of an object lookup and
+/// two binary searches.  Two ways, because one would let two pcs of one
+/// stack whose keys share a slot (a 40% chance among 14 pcs in 256 slots)
+/// evict each other at every walk.  It holds copies of rows that stay
+/// right as long as their object is cached; whoever drops an object or
+/// rows must [`clear`](Self::clear) it.
 ///
 /// All zeroes is an empty memo (the kernel allocates it zeroed, in place:
 /// at 32 bytes a slot, 8 KiB, it is too large for the stack).
 #[repr(C)]
 pub struct PcMemo {
-    slots: [MemoSlot; MEMO_SLOTS],
+    sets: [[MemoSlot; MEMO_WAYS]; MEMO_SETS],
 }
 
 impl PcMemo {
@@ -515,32 +543,45 @@ impl PcMemo {
             },
         };
         PcMemo {
-            slots: [EMPTY; MEMO_SLOTS],
+            sets: [[EMPTY; MEMO_WAYS]; MEMO_SETS],
         }
     }
 
     /// The key of `pc` for a walk of word size `ws` (rows are compiled for
-    /// one word size), never 0 and below [`NOT_USUAL`]; `None` for a pc
-    /// too large to have one (then it is not memoised).
+    /// one word size), never 0 and below [`END`]; `None` for a pc too
+    /// large to have one (then it is not memoised).
     #[inline]
     fn key(pc: u64, ws: WordSize) -> Option<u64> {
-        (pc >> 61 == 0).then(|| ((pc << 1) | u64::from(ws == WordSize::W4)) + 1)
+        (pc >> 60 == 0).then(|| ((pc << 1) | u64::from(ws == WordSize::W4)) + 1)
     }
 
-    #[inline]
-    fn slot(key: u64) -> usize {
+    /// The index of the set of `key`.
+    #[inline(always)]
+    fn index(key: u64) -> usize {
         // Fibonacci hashing: the top bits of the product.
-        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - MEMO_SLOTS.trailing_zeros())) as usize
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - MEMO_SETS.trailing_zeros())) as usize
+    }
+
+    /// The set of `key`.
+    #[inline(always)]
+    fn set(&self, key: u64) -> Option<&[MemoSlot; MEMO_WAYS]> {
+        self.sets.get(Self::index(key))
+    }
+
+    /// The slot whose key is `want` (flags included), if any.
+    #[inline(always)]
+    fn find(&self, key: u64, want: u64) -> Option<&MemoSlot> {
+        self.set(key)?.iter().find(|s| s.key == want)
     }
 
     /// The row memoised for `pc`, if any.
     #[inline]
     pub fn get(&self, pc: u64, ws: WordSize) -> Option<Found> {
         let key = Self::key(pc, ws)?;
-        let s = self.slots.get(Self::slot(key))?;
-        if s.key & !NOT_USUAL != key {
-            return None;
-        }
+        let s = self
+            .set(key)?
+            .iter()
+            .find(|s| s.key & !(NOT_USUAL | END) == key)?;
         Some((
             PackedRow {
                 fast: s.row.fast & !MEMO_BITS,
@@ -553,18 +594,26 @@ impl PcMemo {
     /// The usual rules ([`PackedRow::usual`]) memoised for `pc`, if its
     /// row is a usual one and not a signal frame's: what a walk's run of
     /// usual frames steps by without asking for the whole row.  One
-    /// compare: only such a row's slot has the plain key.
+    /// compare a way: only such a row's slot has the plain key.
     #[inline(always)]
     pub fn usual(&self, pc: u64, ws: WordSize) -> Option<Usual> {
         let key = Self::key(pc, ws)?;
-        let s = self.slots.get(Self::slot(key))?;
-        if s.key != key {
-            return None;
-        }
+        let s = self.find(key, key)?;
         Some(s.row.usual_rules(s.row.fast & MEMO_PAIR != 0))
     }
 
-    /// Remember `found` for `pc` (replacing what its slot held).
+    /// The CFA rule memoised for `pc` ([`PackedRow::end`]) if its row is
+    /// the end of the stack's and not a signal frame's: where a run of
+    /// usual frames ends without asking for the whole row.
+    #[inline]
+    pub fn end(&self, pc: u64, ws: WordSize) -> Option<(bool, u32)> {
+        let key = Self::key(pc, ws)?;
+        self.find(key, key | END)?.row.end()
+    }
+
+    /// Remember `found` for `pc`, in the way that holds `pc` if one does,
+    /// else in the first, whose row moves to the second (the older of the
+    /// two is forgotten).
     #[inline]
     pub fn put(&mut self, pc: u64, ws: WordSize, found: Found) {
         let Some(key) = Self::key(pc, ws) else {
@@ -579,21 +628,35 @@ impl PcMemo {
             } else {
                 0
             };
-        if let Some(s) = self.slots.get_mut(Self::slot(key)) {
-            *s = MemoSlot {
-                key: if usual && !signal {
-                    key
-                } else {
-                    key | NOT_USUAL
-                },
-                row: PackedRow { fast, ..row },
-            };
+        let flags = if signal {
+            NOT_USUAL
+        } else if usual {
+            0
+        } else if row.end().is_some() {
+            END
+        } else {
+            NOT_USUAL
+        };
+        let slot = MemoSlot {
+            key: key | flags,
+            row: PackedRow { fast, ..row },
+        };
+        let Some([first, second]) = self.sets.get_mut(Self::index(key)) else {
+            return;
+        };
+        if second.key & !(NOT_USUAL | END) == key {
+            *second = slot;
+        } else {
+            if first.key & !(NOT_USUAL | END) != key {
+                *second = *first;
+            }
+            *first = slot;
         }
     }
 
     /// Forget everything (an object or rows were dropped).
     pub fn clear(&mut self) {
-        for s in self.slots.iter_mut() {
+        for s in self.sets.iter_mut().flatten() {
             s.key = 0;
         }
     }

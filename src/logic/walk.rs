@@ -668,7 +668,9 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
         left,
     } = f;
     let stepped = total.saturating_sub(left_slots);
-    let hits = stepped + usize::from(matches!(end, End::Refused(_) | End::NotUser));
+    // The memo held the row of the frame the run ended at, unless it
+    // ended for want of one or of a slot.
+    let hits = stepped + usize::from(!matches!(end, End::Ask | End::Full));
     tables.memo_hits(u32::try_from(hits).unwrap_or(u32::MAX));
     // At most what was left: the charge cannot fail.
     let _ = r.charge(left0.wrapping_sub(left));
@@ -688,6 +690,7 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
             Run::Refused
         }
         End::NotUser => Run::Stop((n + 1, Stop::NotUser)),
+        End::Outermost => Run::Stop((n + 1, Stop::EndOfStack)),
         End::Full => Run::Stop((n + 1, Stop::Full)),
     }
 }
@@ -717,6 +720,8 @@ enum End {
     Refused(Cause),
     /// The caller's ip is not a user address (the memo held the row).
     NotUser,
+    /// The frame's row is the end of the stack's (the memo held it).
+    Outermost,
     /// `out` is full.
     Full,
 }
@@ -757,7 +762,16 @@ fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
             break (if frames == len { End::Full } else { End::Ask }, frames);
         };
         let Some(u) = memo.usual(pc, ws) else {
-            break (End::Ask, stepped(&run));
+            // The end of the stack's row ends the run as `table_step`
+            // ends the walk there: its CFA checked, nothing read.
+            let end = match memo.end(pc, ws) {
+                Some((cfa_fp, off)) => match end_cfa(sp, fp, cfa_fp, off, ws) {
+                    Ok(()) => End::Outermost,
+                    Err(cause) => End::Refused(cause),
+                },
+                None => End::Ask,
+            };
+            break (end, stepped(&run));
         };
         let caller = match usual_step::<false, M>(sp, Some(fp), bx, ws, r, u, &mut left) {
             Ok(caller) => caller,
@@ -783,6 +797,19 @@ fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
         left,
     };
     (len.saturating_sub(done), end)
+}
+
+/// The CFA of an end of the stack's row ([`PackedRow::end`]: based on the
+/// frame pointer if `cfa_fp`, else on the stack pointer `sp`, plus `off`)
+/// checked as [`apply_row`] checks it before it finds the return address
+/// undefined.
+#[inline]
+fn end_cfa(sp: u64, fp: u64, cfa_fp: bool, off: u32, ws: WordSize) -> Result<(), Cause> {
+    let base = if cfa_fp { fp } else { sp };
+    let cfa = base.checked_add(u64::from(off)).ok_or(Cause::CfaNotAbove)?;
+    cfi::check_cfa(cfa, sp, ws, false)
+        .map(|_| ())
+        .map_err(cfi::Refusal::cause)
 }
 
 /// One step of [`walk_tables`] by the tables: `None` if there are none
