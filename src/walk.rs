@@ -6,7 +6,8 @@
 //! (the task's user registers, word size, segment bases and the
 //! function-entry test and the arch's frame rules, read by
 //! `unwind_user_get_regs()` in `shim.c` with upstream's arch hooks and
-//! macros) and the memory (each word read with `copy_from_user()`, so every
+//! macros) and the memory (a word with `get_user()`, a frame's two words
+//! in one user-access window, table bytes with `copy_from_user()`: every
 //! read is checked against the user address range and fails instead of
 //! faulting).
 
@@ -33,14 +34,18 @@ impl UserBytes for CurrentUserMemory {
 }
 
 impl UserMemory for CurrentUserMemory {
+    /// One word with `get_user()` (`unwind_user_read_word()`: the kernel
+    /// crate's `UserSliceReader::read` is a `copy_from_user()`, three
+    /// times the instructions for a word).
     #[inline]
     fn read_word(&mut self, addr: u64, ws: WordSize) -> Option<u64> {
-        let addr = UserPtr::from_addr(usize::try_from(addr).ok()?);
-        let mut r = UserSlice::new(addr, ws.bytes() as usize).reader();
-        match ws {
-            WordSize::W8 => r.read::<u64>().ok(),
-            WordSize::W4 => r.read::<u32>().ok().map(u64::from),
-        }
+        let addr = usize::try_from(addr).ok()?;
+        let mut word = 0u64;
+        // SAFETY: `word` is a valid destination for a `u64`; the function
+        // checks the user address itself (`get_user()`) and fails on a
+        // fault instead of oopsing.
+        let r = unsafe { bindings::unwind_user_read_word(addr, ws.bytes() as u32, &mut word) };
+        (r == 0).then_some(word)
     }
 
     /// Both words of a frame in one user-access window

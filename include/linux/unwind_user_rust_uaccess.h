@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The Rust unwinder's two per-frame and per-request accesses to current's
+ * The Rust unwinder's per-frame and per-request accesses to current's
  * user context (kernel/unwind/rust/), as inline functions that
  * rust/helpers/unwind_user.c wraps one to one: with
  * CONFIG_RUST_INLINE_HELPERS they are inlined into the Rust code.
@@ -68,6 +68,37 @@ static __always_inline int unwind_user_read_frame(unsigned long addr,
 	might_fault();
 	return ws == 8 ? unwind_user_read_pair_u64(addr, words) :
 			 unwind_user_read_pair_u32(addr, words);
+}
+
+/**
+ * unwind_user_read_word - read one word of user memory
+ * @addr: user address of the word
+ * @ws: word size: 8, or 4 for a compat task
+ * @word: the word, zero-extended
+ *
+ * A return address or saved register that is not next to another the
+ * step needs, with get_user() (copy_from_user() costs three times as
+ * many instructions for one word).  Faults are fixed up as get_user()'s.
+ *
+ * Return: 0, or -EFAULT.
+ */
+static __always_inline int unwind_user_read_word(unsigned long addr,
+						 unsigned int ws, u64 *word)
+{
+	if (ws == 8) {
+		u64 v;
+
+		if (get_user(v, (const u64 __user *)addr))
+			return -EFAULT;
+		*word = v;
+	} else {
+		u32 v;
+
+		if (get_user(v, (const u32 __user *)addr))
+			return -EFAULT;
+		*word = v;
+	}
+	return 0;
 }
 
 #endif /* _LINUX_UNWIND_USER_RUST_UACCESS_H */

@@ -12,3 +12,9 @@ __rust_helper int rust_helper_unwind_user_read_frame(unsigned long addr,
 {
 	return unwind_user_read_frame(addr, ws, words);
 }
+
+__rust_helper int rust_helper_unwind_user_read_word(unsigned long addr,
+						    unsigned int ws, u64 *word)
+{
+	return unwind_user_read_word(addr, ws, word);
+}
