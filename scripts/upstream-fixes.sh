@@ -105,7 +105,8 @@ check() {
 # log each count must be 0, and each line must be there (a reworded
 # message fails rather than passes):
 #   samples of a task's last entry without their record, the exit order
-#   (patch 1): deferred_exit, deferred_races, deferred_stress, perf_defer.sh;
+#   (patch 1): deferred_exit, deferred_races, deferred_stress, deferred_mtexec,
+#   perf_defer.sh;
 #   requests that returned their bit value (patch 3): deferred_nmi.
 # And deferred_nmi's count of calls of a new work for an old work's
 # request (patch 4) is printed only when it is not 0: it must be absent.
@@ -135,6 +136,7 @@ deferred_exit: last-entry samples excused as upstream's exit loss|excused last-e
 deferred_races: last-entry samples excused as upstream's exit loss|\([0-9]+ excused on upstream C: last entry.s record lost at exit\)
 deferred_stress: exit-path samples excused on upstream C|exit path on upstream C [0-9]+
 perf_defer.sh: exit_group() samples without a record|[0-9]+ samples without one \(upstream exit loss
+deferred_mtexec: last-entry samples excused as upstream's exit loss|exit-loss entries excused on upstream C: [0-9]+
 deferred_nmi: requests that returned their bit, not 1|C first request returned its bit [0-9]+
 EOF
 	if grep -aqE "cancel race: upstream C: [0-9]+ calls of a new work" "$glog"; then
