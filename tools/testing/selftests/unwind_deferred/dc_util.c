@@ -604,6 +604,18 @@ bool dc_kernel_stack_has(const struct dc_sample *s, const char *name)
 	return false;
 }
 
+bool dc_in_exit_path(const struct dc_sample *s)
+{
+	return dc_kernel_stack_has(s, "do_exit") ||
+	       dc_kernel_stack_has(s, "do_group_exit");
+}
+
+bool dc_in_signal_path(const struct dc_sample *s)
+{
+	return dc_kernel_stack_has(s, "get_signal") ||
+	       dc_kernel_stack_has(s, "arch_do_signal_or_restart");
+}
+
 long dc_find_deferred(struct dc_log *log, uint32_t pid, uint32_t tid,
 		      uint64_t cookie, long *count)
 {
@@ -837,9 +849,7 @@ bool dc_in_final_stop(const struct dc_log *log, const struct dc_sample *s)
 	 * get_signal() itself may be missing: a sample in a frameless leaf
 	 * it calls (_raw_spin_lock_irq) skips it, the leaf's caller.
 	 */
-	return s->cookie == last_cookie &&
-	       (dc_kernel_stack_has(s, "get_signal") ||
-		dc_kernel_stack_has(s, "arch_do_signal_or_restart"));
+	return s->cookie == last_cookie && dc_in_signal_path(s);
 }
 
 /* See deferred_task.c: push %rbp; mov %rsp,%rbp ... pop %rbp; ret */

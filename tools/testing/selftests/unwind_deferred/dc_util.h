@@ -324,6 +324,13 @@ long dc_rec_find(const struct dc_rec_key *keys, size_t nkeys, uint64_t cookie,
 		 uint32_t pid, uint32_t tid, long *count);
 /* Whether the sample's kernel callchain has a frame in function @name. */
 bool dc_kernel_stack_has(const struct dc_sample *s, const char *name);
+/* In do_exit() or do_group_exit(). */
+bool dc_in_exit_path(const struct dc_sample *s);
+/*
+ * In get_signal() or its caller: get_signal() itself may be missing, as
+ * a sample in a frameless leaf it calls skips it.
+ */
+bool dc_in_signal_path(const struct dc_sample *s);
 /* Print a merged stack: sample's kernel part + deferred user part. */
 void dc_print_merged(const struct dc_sample *s, const struct dc_deferred *d);
 

@@ -329,19 +329,6 @@ out:
 	return err ? err : pid;
 }
 
-static bool in_exit_path(const struct dc_sample *s)
-{
-	return dc_kernel_stack_has(s, "do_exit") ||
-	       dc_kernel_stack_has(s, "do_group_exit");
-}
-
-/* get_signal() may be missing: it calls frameless leaves. */
-static bool in_signal_path(const struct dc_sample *s)
-{
-	return dc_kernel_stack_has(s, "get_signal") ||
-	       dc_kernel_stack_has(s, "arch_do_signal_or_restart");
-}
-
 /* The cookie of @tid's last sample that has one. */
 static uint64_t last_cookie(const struct dc_log *log, uint32_t tid)
 {
@@ -391,7 +378,7 @@ static size_t check_cookies(struct dc_log *log, size_t *matched, size_t *exiting
 		long idx, n;
 
 		if (!s->cookie) {
-			if (in_exit_path(s)) {
+			if (dc_in_exit_path(s)) {
 				(*exiting)++;
 				continue;
 			}
@@ -409,10 +396,10 @@ static size_t check_cookies(struct dc_log *log, size_t *matched, size_t *exiting
 			continue;
 		}
 		if (n == 0 && s->cookie == last_cookie(log, s->tid) &&
-		    (c_kernel() ? in_exit_path(s) || in_signal_path(s) :
-				  in_signal_path(s) && !in_exit_path(s))) {
+		    (c_kernel() ? dc_in_exit_path(s) || dc_in_signal_path(s) :
+				  dc_in_signal_path(s) && !dc_in_exit_path(s))) {
 			(*excused)++;
-			in_exit += in_exit_path(s);
+			in_exit += dc_in_exit_path(s);
 			continue;
 		}
 		if (bad++ < 3) {

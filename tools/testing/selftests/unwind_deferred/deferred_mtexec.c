@@ -346,19 +346,6 @@ static bool has_any(const struct dc_sample *s, const char *const *names)
 	return false;
 }
 
-static bool in_exit_path(const struct dc_sample *s)
-{
-	return dc_kernel_stack_has(s, "do_exit") ||
-	       dc_kernel_stack_has(s, "do_group_exit");
-}
-
-/* get_signal() may be missing: it calls frameless leaves. */
-static bool in_signal_path(const struct dc_sample *s)
-{
-	return dc_kernel_stack_has(s, "get_signal") ||
-	       dc_kernel_stack_has(s, "arch_do_signal_or_restart");
-}
-
 static bool in_nanosleep(const struct dc_sample *s)
 {
 	return dc_kernel_stack_has(s, "__x64_sys_nanosleep") ||
@@ -678,7 +665,7 @@ static const char *const *want_stack(const struct dc_sample *s,
 {
 	bool lead = s->tid == (uint32_t)child;
 
-	if (in_exit_path(s) || in_signal_path(s))
+	if (dc_in_exit_path(s) || dc_in_signal_path(s))
 		return NULL;
 	if (dc_kernel_stack_has(s, "do_writev") && (lead || ti->role == ROLE_WRITER)) {
 		*n = lead ? ARRAY_SIZE(w_lead) : ARRAY_SIZE(w_thr);
@@ -746,7 +733,7 @@ static bool exit_loss(const struct dc_log *log, const struct dc_sample *s,
 		return false;
 	for (size_t j = 0; j < log->nr_samples; j++)
 		if (log->samples[j].cookie == s->cookie &&
-		    !in_exit_path(&log->samples[j]) && !in_signal_path(&log->samples[j]))
+		    !dc_in_exit_path(&log->samples[j]) && !dc_in_signal_path(&log->samples[j]))
 			return false;
 	excused[nr_excused].cookie = s->cookie;
 	excused[nr_excused++].tid = s->tid;
@@ -779,7 +766,7 @@ static void check_samples(struct dc_log *log, struct counts *c)
 			continue;
 		}
 		if (!s->cookie) {
-			if (in_exit_path(s)) {
+			if (dc_in_exit_path(s)) {
 				c->exiting++;
 				continue;
 			}

@@ -347,12 +347,6 @@ static void open_cpu_rings(struct dc_ring *rings, int id0, uint64_t period,
 		ksft_exit_fail_msg("enable: %s\n", strerror(errno));
 }
 
-static bool in_exit_path(const struct dc_sample *s)
-{
-	return dc_kernel_stack_has(s, "do_exit") ||
-	       dc_kernel_stack_has(s, "do_group_exit");
-}
-
 /*
  * Is @s in the return to user space (the exit-to-user loop, where the
  * unwind's task_work runs)?  On x86 that loop is inlined into
@@ -391,12 +385,6 @@ static uint64_t first_cookie(const struct dc_log *log, uint32_t tid)
 		}
 	}
 	return cookie;
-}
-
-static bool in_signal_path(const struct dc_sample *s)
-{
-	return dc_kernel_stack_has(s, "get_signal") ||
-	       dc_kernel_stack_has(s, "arch_do_signal_or_restart");
 }
 
 /* The cookie of @tid's last sample (by time) in @log[from..] that has one. */
@@ -813,7 +801,7 @@ static __attribute__((noinline)) void kill_races(void)
 			long idx, n;
 
 			if (!s->cookie) {
-				if (in_exit_path(s)) {
+				if (dc_in_exit_path(s)) {
 					exiting++;
 					continue;
 				}
@@ -825,7 +813,7 @@ static __attribute__((noinline)) void kill_races(void)
 			if (n == 1) {
 				matched++;
 				if (s->cookie == last_cookie(&log, 0, s->tid) &&
-				    (in_exit_path(s) || in_signal_path(s)))
+				    (dc_in_exit_path(s) || dc_in_signal_path(s)))
 					last_ok++;
 				if (dc_kernel_stack_has(s, "ksys_read")) {
 					in_read++;
@@ -841,7 +829,7 @@ static __attribute__((noinline)) void kill_races(void)
 			 * perf_event_exit_task() detached the events.
 			 */
 			if (!is_rust && n == 0 && s->cookie == last_cookie(&log, 0, s->tid) &&
-			    (in_exit_path(s) || in_signal_path(s))) {
+			    (dc_in_exit_path(s) || dc_in_signal_path(s))) {
 				excused++;
 				if (!excused_entries || excused_cookie[excused_entries - 1] != s->cookie)
 					excused_cookie[excused_entries++] = s->cookie;
