@@ -37,7 +37,8 @@ use unwind_logic::cfi::{
     self, Arch, Bound, Cause, Frame, Hdr, Reader, Refusal, Row, RowSink, Scratch, Step, UserBytes,
 };
 use unwind_logic::rows::{
-    CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, PcMemo, RaRule, MEMO_SLOTS, MEMO_WAYS,
+    CfaRule, FdeEntry, Found, FpRule, ObjectRows, PackedRow, PcMemo, RaRule, Usual, MEMO_SLOTS,
+    MEMO_WAYS,
 };
 use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize};
 use unwind_logic::walk_cases;
@@ -1018,7 +1019,7 @@ fn reference_walk(regs: &UserRegs, mem: &mut Mem, max: usize) -> (Outcome, Resul
 fn table_walk(
     regs: &UserRegs,
     mem: &mut Mem,
-    tables: &mut OneObject,
+    tables: &mut impl Tables,
     max: usize,
 ) -> (Outcome, TableStats) {
     let mut out = vec![0u64; max];
@@ -2141,7 +2142,7 @@ fn compat_fp_val_offset_wraps() {
 /// The memo of recent pcs' rows (`PcMemo`, the kernel's per-mm front of
 /// the rows) answers, for a pc, only what was last put for that pc and
 /// word size, or nothing: never another pc's row; a cleared memo nothing;
-/// a pc from 2^62 is never remembered.
+/// a pc from 2^60 is never remembered (`memo_keys_end_below_2_60`).
 #[test]
 fn memo_answers_only_what_was_put() {
     let mut rng = Rng(0x5eed_0123_4567_89ab);
@@ -2162,7 +2163,8 @@ fn memo_answers_only_what_was_put() {
             0 => 0x40_0000 + rng.next() % 4096,
             1 => rng.next() >> 17,
             2 => (rng.next() % 4096) << 36,
-            _ => rng.next() | (1 << 62),
+            // From 2^60 (too large to have a key) to 2^64 - 1.
+            _ => rng.next() | (1 << 60),
         };
         let ws = if rng.next() % 3 == 0 {
             WordSize::W4
@@ -2177,7 +2179,7 @@ fn memo_answers_only_what_was_put() {
         match memo.get(pc, ws) {
             Some(got) => {
                 hits += 1;
-                assert!(pc >> 62 == 0, "pc {pc:#x} remembered");
+                assert!(pc >> 60 == 0, "pc {pc:#x} remembered");
                 assert_eq!(
                     Some(&got),
                     model.get(&(pc, ws == WordSize::W4)),
@@ -2280,6 +2282,617 @@ fn memo_keeps_the_last_two_pcs_of_a_set() {
         for &p in &same {
             let want = model.iter().find(|&&(q, _)| q == p).map(|&(_, f)| f);
             assert_eq!(memo.get(p, ws), want, "pc {p:#x} after {i} rounds");
+        }
+    }
+}
+
+/// Rows of every kind the memo keys apart (`PcMemo::put`'s key flags),
+/// for word size `ws`, each with its FDE's signal flag and a name: usual
+/// rows (the plain key: `PcMemo::usual`), end of the stack's rows (the
+/// END bit: `PcMemo::end`), and the others (the NOT_USUAL bit: a signal
+/// frame's usual or end row, a row for the general step, an end row
+/// whose CFA is not above its register, a refused row).  Their starts
+/// differ, so that an answer tells which row it is.
+fn memo_rows(ws: WordSize) -> Vec<(&'static str, Found)> {
+    use cfi::{Cfa, Rule};
+    let a = Arch::of(ws);
+    let w = ws.bytes() as i32;
+    // The other word size's: a frame pointer saved just below the
+    // return address for it, not for `ws`.
+    let other = 12 - w;
+    let (sp, fp) = (a.sp as u16, a.fp as u16);
+    let pack =
+        |cfa: Cfa, ra: Rule, fp: Rule, bx: Rule| PackedRow::pack(0, Ok(Row { cfa, ra, fp, bx }), a);
+    let keep = Rule::Unmentioned;
+    let usual = pack(Cfa::RegOffset(sp, w), Rule::Offset(-w), keep, keep);
+    let end = pack(Cfa::RegOffset(sp, w), Rule::Undefined, keep, keep);
+    let rows = [
+        ("usual", usual, false),
+        (
+            "usual, CFA fp, fp and bx saved, a pair",
+            pack(
+                Cfa::RegOffset(fp, 2 * w),
+                Rule::Offset(-w),
+                Rule::Offset(-2 * w),
+                Rule::Offset(-3 * w),
+            ),
+            false,
+        ),
+        (
+            "usual, fp saved, a pair for the other word size",
+            pack(
+                Cfa::RegOffset(sp, 4 * w),
+                Rule::Offset(-w),
+                Rule::Offset(-w - other),
+                keep,
+            ),
+            false,
+        ),
+        ("end, CFA sp", end, false),
+        (
+            "end, CFA fp",
+            pack(Cfa::RegOffset(fp, 2 * w), Rule::Undefined, keep, keep),
+            false,
+        ),
+        ("end, signal frame", end, true),
+        ("usual, signal frame", usual, true),
+        (
+            "fp val_offset",
+            pack(
+                Cfa::RegOffset(sp, 4 * w),
+                Rule::Offset(-w),
+                Rule::ValOffset(-2 * w),
+                keep,
+            ),
+            false,
+        ),
+        (
+            "end, CFA below sp",
+            pack(Cfa::RegOffset(sp, -w), Rule::Undefined, keep, keep),
+            false,
+        ),
+        ("refused", PackedRow::pack(0, Err(Refusal::NoFde), a), false),
+    ];
+    rows.iter()
+        .enumerate()
+        .map(|(i, &(name, mut row, signal))| {
+            row.start = 0x100 + i as u32;
+            (name, (row, signal))
+        })
+        .collect()
+}
+
+/// What `PcMemo::usual` answers for a pc whose row is `f`: the usual
+/// rules, for a usual row not of a signal frame.
+fn memo_usual(ws: WordSize, f: Found) -> Option<Usual> {
+    let (row, signal) = f;
+    row.usual(ws).filter(|_| !signal)
+}
+
+/// What `PcMemo::end` answers for a pc whose row is `f`: the CFA rule,
+/// for an end of the stack's row not of a signal frame.
+fn memo_end(f: Found) -> Option<(bool, u32)> {
+    let (row, signal) = f;
+    row.end().filter(|_| !signal)
+}
+
+/// The rows of `memo_rows` are of the kinds they say: three usual ones
+/// (one a pair for `ws`, one only for the other word size), two end rows,
+/// and a signal frame's usual and end rows that the memo must not answer
+/// as such.
+fn check_memo_rows(ws: WordSize, rows: &[(&'static str, Found)]) {
+    let row = |name: &str| rows.iter().find(|r| r.0 == name).expect(name).1 .0;
+    for name in ["usual", "usual, signal frame"] {
+        let u = row(name).usual(ws).expect(name);
+        assert_eq!((u.fp, u.pair), (None, None), "{ws:?} {name}");
+    }
+    let w = ws.bytes() as u16;
+    let u = row("usual, CFA fp, fp and bx saved, a pair").usual(ws);
+    assert!(u.is_some_and(|u| u.cfa_fp && u.pair == Some(2 * w) && u.bx == Some(3 * w)));
+    let u = row("usual, fp saved, a pair for the other word size").usual(ws);
+    assert!(
+        u.is_some_and(|u| u.fp.is_some() && u.pair.is_none()),
+        "{u:?}"
+    );
+    for (name, end) in [
+        ("end, CFA sp", Some((false, w as u32))),
+        ("end, CFA fp", Some((true, 2 * w as u32))),
+        ("end, signal frame", Some((false, w as u32))),
+        ("end, CFA below sp", None),
+        ("fp val_offset", None),
+        ("refused", None),
+    ] {
+        assert_eq!(row(name).end(), end, "{ws:?} {name}");
+        assert_eq!(row(name).usual(ws), None, "{ws:?} {name}");
+    }
+    assert_eq!(rows.iter().filter(|r| r.1 .1).count(), 2);
+}
+
+/// The largest pc the memo remembers is 2^60 - 1, for either word size:
+/// its key (`(pc << 1 | 1 for 4-byte words) + 1`, at most 2^61) stays
+/// clear of the bits that say what the slot's row is (END, bit 62;
+/// NOT_USUAL, bit 63), so that each kind of row put for it is answered
+/// as for any other pc (`get` the row, `usual` only a usual row, `end`
+/// only an end row).  A pc from 2^60 on is not remembered: 2^61 - 1's
+/// key would be 2^62 with 4-byte words, the END bit itself, and `usual`
+/// would answer that key's slot whatever its row.
+#[test]
+fn memo_keys_end_below_2_60() {
+    let top = (1u64 << 60) - 1;
+    let too_large = [
+        1u64 << 60,
+        (1 << 60) + 1,
+        (1 << 61) - 1,
+        1 << 61,
+        (1 << 62) - 1,
+        1 << 62,
+        (1 << 63) - 1,
+        1 << 63,
+        u64::MAX,
+    ];
+    let mut memo = Box::new(PcMemo::empty());
+    for ws in [WordSize::W8, WordSize::W4] {
+        let other = match ws {
+            WordSize::W8 => WordSize::W4,
+            WordSize::W4 => WordSize::W8,
+        };
+        let rows = memo_rows(ws);
+        check_memo_rows(ws, &rows);
+        for &(name, f) in &rows {
+            let what = format!("{ws:?} {name}");
+            memo.clear();
+            memo.put(top, ws, f);
+            assert_eq!(memo.get(top, ws), Some(f), "{what}");
+            assert_eq!(memo.usual(top, ws), memo_usual(ws, f), "{what}");
+            assert_eq!(memo.end(top, ws), memo_end(f), "{what}");
+            // Not for the other word size, nor for the pcs with top's
+            // low bits.
+            for (pc, ws) in [(top, other), (top >> 1, ws), (top >> 2, ws), (0, ws)] {
+                assert_eq!(memo.get(pc, ws), None, "{what}: {pc:#x} {ws:?}");
+                assert_eq!(memo.usual(pc, ws), None, "{what}: {pc:#x} {ws:?}");
+                assert_eq!(memo.end(pc, ws), None, "{what}: {pc:#x} {ws:?}");
+            }
+            for pc in too_large {
+                for ws in [ws, other] {
+                    memo.put(pc, ws, f);
+                    assert_eq!(memo.get(pc, ws), None, "{what}: {pc:#x} {ws:?}");
+                    assert_eq!(memo.usual(pc, ws), None, "{what}: {pc:#x} {ws:?}");
+                    assert_eq!(memo.end(pc, ws), None, "{what}: {pc:#x} {ws:?}");
+                }
+            }
+            // Puts that were not remembered did not take top's way.
+            assert_eq!(memo.get(top, ws), Some(f), "{what}");
+        }
+    }
+}
+
+/// A way of a set in the model of `memo_ways_answer_every_kind_of_row`:
+/// the pc, the kind of its row (in `memo_rows`), the row.
+type Way = (u64, usize, Found);
+
+/// The two ways of a set hold rows of every kind (`memo_rows`) under the
+/// key flags `put` gives them: after every put, for each of four pcs of
+/// one set, `get` answers the row last put for it while the set holds it
+/// (the last two pcs put: a pc put again keeps its way, a new one takes
+/// the first and moves the first's row to the second), `usual` only for
+/// a usual row not of a signal frame, and `end` only for an end row not
+/// of a signal frame, whichever way holds it.  A scripted start, then a
+/// model of the two ways over 20,000 random puts, every kind seen in
+/// both ways.
+#[test]
+fn memo_ways_answer_every_kind_of_row() {
+    let sets = MEMO_SLOTS / MEMO_WAYS;
+    for ws in [WordSize::W8, WordSize::W4] {
+        // The memo's hash (as in `memo_keeps_the_last_two_pcs_of_a_set`),
+        // with the word size's bit of the key.
+        let set = |pc: u64| {
+            let key = ((pc << 1) | u64::from(ws == WordSize::W4)) + 1;
+            (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - sets.trailing_zeros())) as usize
+        };
+        let base = 0x40_1000u64;
+        let same: Vec<u64> = (base..base + 0x10_0000)
+            .filter(|&pc| set(pc) == set(base))
+            .take(4)
+            .collect();
+        assert_eq!(same.len(), 4);
+        let rows = memo_rows(ws);
+        check_memo_rows(ws, &rows);
+        let kind = |name: &str| rows.iter().position(|r| r.0 == name).expect(name);
+        let mut memo = Box::new(PcMemo::empty());
+        // The ways, first first: pc, kind, row.
+        let mut model: Vec<Way> = Vec::new();
+        // Kinds checked in each way.
+        let mut seen = BTreeSet::new();
+        let mut evictions = 0;
+        let mut put = |memo: &mut PcMemo, model: &mut Vec<Way>, pc: u64, k: usize, n: u32| {
+            let (mut row, signal) = rows[k].1;
+            row.start += n << 8;
+            let f = (row, signal);
+            memo.put(pc, ws, f);
+            match model.iter().position(|m| m.0 == pc) {
+                Some(j) => model[j] = (pc, k, f),
+                None => {
+                    model.insert(0, (pc, k, f));
+                    if model.len() > MEMO_WAYS {
+                        model.pop();
+                        evictions += 1;
+                    }
+                }
+            }
+        };
+        let mut check = |memo: &PcMemo, model: &[Way], what: &str| {
+            for &pc in &same {
+                let way = model.iter().position(|m| m.0 == pc);
+                let f = way.map(|j| model[j].2);
+                let what = format!(
+                    "{ws:?} pc {pc:#x} ({way:?}: {:?}) {what}",
+                    way.map(|j| rows[model[j].1].0)
+                );
+                assert_eq!(memo.get(pc, ws), f, "{what}");
+                assert_eq!(
+                    memo.usual(pc, ws),
+                    f.and_then(|f| memo_usual(ws, f)),
+                    "{what}"
+                );
+                assert_eq!(memo.end(pc, ws), f.and_then(memo_end), "{what}");
+                if let Some(j) = way {
+                    seen.insert((model[j].1, j));
+                }
+            }
+        };
+        // Scripted: a usual row in the second way, an end row in the
+        // first; a signal frame's end row evicts the usual one; a usual
+        // row put over the end row keeps its (second) way and is answered
+        // as usual, no longer as an end; a new pc then evicts it, put
+        // again or not.
+        let script = [
+            (0, "usual"),
+            (1, "end, CFA sp"),
+            (2, "end, signal frame"),
+            (1, "usual, CFA fp, fp and bx saved, a pair"),
+            (3, "fp val_offset"),
+            (2, "end, CFA fp"),
+            (0, "usual, signal frame"),
+        ];
+        let w = ws.bytes() as u32;
+        for (n, &(i, name)) in script.iter().enumerate() {
+            put(&mut memo, &mut model, same[i], kind(name), n as u32);
+            check(&memo, &model, &format!("after script put {n}"));
+            // The same, spelled out.
+            let (p0, p1, p2, p3) = (same[0], same[1], same[2], same[3]);
+            let (usual, end) = (|pc| memo.usual(pc, ws), |pc| memo.end(pc, ws));
+            match n {
+                0 => assert!(usual(p0).is_some() && end(p0).is_none()),
+                // p1 first, p0 second.
+                1 => assert!(usual(p0).is_some() && end(p1) == Some((false, w))),
+                // p2 first (not an end for the run), p1 second.
+                2 => {
+                    assert!(memo.get(p2, ws).is_some() && end(p2).is_none());
+                    assert!(usual(p2).is_none() && end(p1).is_some());
+                    assert!(memo.get(p0, ws).is_none());
+                }
+                // p1 second, now usual.
+                3 => assert!(usual(p1).is_some_and(|u| u.pair.is_some()) && end(p1).is_none()),
+                // p3 first, p2 second: p1 forgotten, though put last.
+                4 => assert!(memo.get(p1, ws).is_none() && memo.get(p2, ws).is_some()),
+                // p2 second, an end row based on fp.
+                5 => assert_eq!(end(p2), Some((true, 2 * w))),
+                // p0 first (a signal frame's usual row), p3 second.
+                6 => {
+                    assert!(memo.get(p0, ws).is_some() && usual(p0).is_none());
+                    assert!(memo.get(p3, ws).is_some() && memo.get(p2, ws).is_none());
+                }
+                _ => unreachable!(),
+            }
+        }
+        let mut rng = Rng(0x7a11_e4d5 ^ ws.bytes());
+        for n in 0..20_000u32 {
+            let pc = same[rng.below(same.len() as u64) as usize];
+            let k = rng.below(rows.len() as u64) as usize;
+            put(&mut memo, &mut model, pc, k, n);
+            check(&memo, &model, &format!("after random put {n}"));
+        }
+        for (k, (name, _)) in rows.iter().enumerate() {
+            for way in 0..MEMO_WAYS {
+                assert!(seen.contains(&(k, way)), "{ws:?} {name} never in way {way}");
+            }
+        }
+        assert!(evictions > 5_000, "{ws:?}: {evictions} evictions");
+    }
+}
+
+/// The usual FDE of [`end_chain`] (at CODE, 0x100 bytes) has two rows:
+/// from 0 the CIE's (CFA = sp + word, the return address just below it:
+/// one read), from 0x40 the frame pointer saved below the return address
+/// (CFA = sp + 2 words: both read at once, two reads counted).  The
+/// chain's usual frames are at these offsets, in this order.
+const CHAIN_PCS: [u64; 3] = [0x10, 0x50, 0x30];
+
+/// Where the chain's last usual frame returns to: in the end FDE (at
+/// CODE + 0x100, 0x100 bytes).
+const CHAIN_END: u64 = CODE + 0x121;
+
+/// A stack of usual frames whose last caller is in another FDE, whose
+/// row is the end of the stack's.
+struct Chain {
+    mem: Mem,
+    regs: UserRegs,
+    /// Every frame's ip: the usual frames', then the end frame's.
+    trace: Vec<u64>,
+    /// The reads of the usual frames' steps.
+    reads: u32,
+}
+
+/// [`Chain`] of `usual` frames (at most 3, at [`CHAIN_PCS`], the first
+/// interrupted there) on the patterned stack, the end FDE from CIE `cie`
+/// with `end_insns`; the frame pointer is `fp` in every frame.
+fn end_chain(ws: WordSize, cie: usize, end_insns: Vec<u8>, usual: usize, fp: u64) -> Chain {
+    let a = Arch::of(ws);
+    let w = ws.bytes();
+    let (mem, _) = Obj::new(ws)
+        .fde(
+            CODE,
+            0x100,
+            vec![0x02, 0x40, 0x0e, 2 * w as u8, 0x80 | a.fp as u8, 2],
+        )
+        .fde_of(cie, CODE + 0x100, 0x100, end_insns)
+        .build();
+    let mut mem = mem.with_stack(ws);
+    let sp0 = STACK + 0x800;
+    let mut sp = sp0;
+    let mut trace = vec![CODE + CHAIN_PCS[0]];
+    let mut reads = 0;
+    for (i, &pc) in CHAIN_PCS.iter().enumerate().take(usual) {
+        let ra = match CHAIN_PCS.get(i + 1) {
+            Some(next) if i + 1 < usual => CODE + next + 1,
+            _ => CHAIN_END,
+        };
+        let cfa = if pc < 0x40 {
+            reads += 1;
+            sp + w
+        } else {
+            reads += 2;
+            mem.put_word(sp, fp, ws);
+            sp + 2 * w
+        };
+        mem.put_word(cfa - w, ra, ws);
+        trace.push(ra);
+        sp = cfa;
+    }
+    Chain {
+        mem,
+        regs: regs(ws, CODE + CHAIN_PCS[0], sp0, fp),
+        trace,
+        reads,
+    }
+}
+
+/// The refusal counters with one refusal of `cause`, if any.
+fn refused_once(cause: Option<Cause>) -> [u32; Cause::COUNT] {
+    let mut r = [0; Cause::COUNT];
+    if let Some(c) = cause {
+        r[c as usize] = 1;
+    }
+    r
+}
+
+/// A run of memoised usual frames that ends at a later frame's end of
+/// the stack's row (`_start`'s: the return address undefined), in
+/// another FDE: one, two or three usual steps, then the end row checked
+/// where the run is (`end_cfa`), its CFA from sp or fp, accepted (the
+/// end of the stack) or refused (then the frame pointer, below the
+/// stack: the walk ends there); a signal frame's end row is not the
+/// run's to end at (it asks, and the general step ends the walk).  With
+/// as many output slots as frames (full before the end row is looked
+/// at), one more (the run's last slot is the end frame's, and the walk
+/// ends at the end of the stack, not full) and plenty: the exact trace,
+/// stop, steps and reads, the same by `cfi::step` (the reference), by
+/// the general step with no memo, and from the memo, where every frame
+/// up to the end row is a hit of the run.
+#[test]
+fn usual_run_ends_at_a_later_end_row() {
+    for ws in [WordSize::W8, WordSize::W4] {
+        let a = Arch::of(ws);
+        let (fp, ra) = (a.fp as u8, a.ra as u8);
+        let w = ws.bytes() as u8;
+        let (high, low) = (STACK + 0xc00, STACK + 0x10);
+        // The end FDE: its CIE and rows, the frame pointer, the walk's
+        // stop and refusal there, and whether the run ends at its row.
+        let ends = [
+            (
+                "end row, CFA sp",
+                CIE_USUAL,
+                vec![0x07, ra],
+                high,
+                Stop::EndOfStack,
+                None,
+                true,
+            ),
+            (
+                "end row, CFA fp",
+                CIE_USUAL,
+                vec![0x0c, fp, 2 * w, 0x07, ra],
+                high,
+                Stop::EndOfStack,
+                None,
+                true,
+            ),
+            (
+                "end row, CFA unaligned",
+                CIE_USUAL,
+                vec![0x0e, w + 1, 0x07, ra],
+                low,
+                Stop::FramePointerBelowStack,
+                Some(Cause::CfaUnaligned),
+                true,
+            ),
+            (
+                "end row, CFA fp below sp",
+                CIE_USUAL,
+                vec![0x0c, fp, 2 * w, 0x07, ra],
+                low,
+                Stop::FramePointerBelowStack,
+                Some(Cause::CfaNotAbove),
+                true,
+            ),
+            (
+                "signal frame's end row",
+                CIE_SIGNAL,
+                vec![0x07, ra],
+                high,
+                Stop::EndOfStack,
+                None,
+                false,
+            ),
+        ];
+        let mut ended = 0;
+        for (name, cie, insns, fp0, stop, cause, run_ends) in ends {
+            for usual in 1..=CHAIN_PCS.len() {
+                let c = end_chain(ws, cie, insns.clone(), usual, fp0);
+                assert_eq!(c.trace.len(), usual + 1);
+                assert_eq!(c.trace.last(), Some(&CHAIN_END));
+                assert_eq!(c.reads, [1, 3, 4][usual - 1]);
+                for max in [usual + 1, usual + 2, 16] {
+                    let what = format!("{ws:?} {name}, {usual} usual frames, {max} slots");
+                    let full = max == usual + 1;
+                    let want = Outcome {
+                        trace: c.trace.clone(),
+                        stop: if full { Stop::Full } else { stop },
+                        table_frames: usual as u32,
+                        fp_frames: 0,
+                        refused: refused_once(cause.filter(|_| !full)),
+                    };
+                    let (reference, _) = reference_walk(&c.regs, &mut c.mem.clone(), max);
+                    assert_eq!(reference, want, "{what}: by cfi::step");
+                    // The general step: no memo, the rows compiled by a
+                    // first walk.
+                    let mut m = c.mem.clone();
+                    let mut general = OneObject::new(&mut m, ws);
+                    general.memo = None;
+                    table_walk(&c.regs, &mut m, &mut general, max);
+                    let fills = general.fills;
+                    let (got, stats) = table_walk(&c.regs, &mut m, &mut general, max);
+                    assert_eq!(got, want, "{what}: general step");
+                    assert_eq!(stats.reads, c.reads, "{what}: general step");
+                    assert_eq!(general.fills, fills, "{what}: general step");
+                    assert_eq!(general.usual_hits, 0, "{what}: general step");
+                    // From the memo, filled by a first walk.
+                    let mut m = c.mem.clone();
+                    let mut tables = OneObject::new(&mut m, ws);
+                    table_walk(&c.regs, &mut m, &mut tables, max);
+                    let (fills, hits) = (tables.fills, tables.usual_hits);
+                    let (got, stats) = table_walk(&c.regs, &mut m, &mut tables, max);
+                    assert_eq!(got, want, "{what}: memo");
+                    assert_eq!(stats.reads, c.reads, "{what}: memo");
+                    assert!(!stats.budget_exhausted, "{what}: memo");
+                    assert_eq!(tables.fills, fills, "{what}: memo");
+                    let end_hit = run_ends && !full;
+                    assert_eq!(
+                        tables.usual_hits - hits,
+                        usual as u32 + u32::from(end_hit),
+                        "{what}: memo hits"
+                    );
+                    ended += usize::from(end_hit);
+                }
+            }
+        }
+        assert_eq!(ended, 4 * 3 * 2);
+    }
+}
+
+/// [`OneObject`] whose walk has `leave` reads left after its first
+/// `Tables::row` (which charges the rest of the budget), and whose memo
+/// the walk sees only from then on: the interrupted frame is stepped by
+/// the general step, the frames after it from the memo (if there is
+/// one), with that budget.
+struct Leave {
+    t: OneObject,
+    leave: Option<u32>,
+}
+
+impl Tables for Leave {
+    fn row<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        pc: u64,
+        ws: WordSize,
+    ) -> Option<Result<Found, Cause>> {
+        if let Some(n) = self.leave.take() {
+            assert!(r.charge(r.left().saturating_sub(n)));
+            assert_eq!(r.left(), n);
+        }
+        self.t.row(r, pc, ws)
+    }
+
+    fn memo(&self) -> Option<&PcMemo> {
+        self.leave.map_or(self.t.memo(), |_| None)
+    }
+
+    fn memo_hits(&mut self, n: u32) {
+        self.t.memo_hits(n);
+    }
+}
+
+/// The run's end at a later frame's end row on a read budget ([`Leave`]):
+/// the interrupted frame (one read) by the general step, then two usual
+/// frames (three reads) by the memo's run, then the end frame, with 0
+/// to 4 reads left before it.  From 2 on, the end row ends a run: with 3
+/// or more left the first run steps both usual frames and takes the end
+/// frame's slot (a run takes as many frames as two reads each go into
+/// the budget); with 2, the first run stops short of it and a second run
+/// of one frame ends there; with 1 left, no run can start and the
+/// general step ends the walk at the same row; with none, the budget is
+/// exhausted and the walk takes the frame pointer (below the stack).
+/// The exact trace, stop, steps, reads and hits, the same by the general
+/// step with the same budget (and, with reads left, by `cfi::step`).
+#[test]
+fn usual_run_ends_at_the_end_row_on_a_budget() {
+    for ws in [WordSize::W8, WordSize::W4] {
+        let ra = Arch::of(ws).ra as u8;
+        let c = end_chain(ws, CIE_USUAL, vec![0x07, ra], 3, STACK + 0x10);
+        assert_eq!(c.reads, 4);
+        let (reference, _) = reference_walk(&c.regs, &mut c.mem.clone(), 16);
+        // The reads left at the end frame, the walk's stop, and the
+        // frames the memo's runs stepped or ended at.
+        for (left, stop, hits) in [
+            (0, Stop::FramePointerBelowStack, 1),
+            (1, Stop::EndOfStack, 2),
+            (2, Stop::EndOfStack, 3),
+            (3, Stop::EndOfStack, 3),
+            (4, Stop::EndOfStack, 3),
+        ] {
+            let want = Outcome {
+                trace: c.trace.clone(),
+                stop,
+                table_frames: 3,
+                fp_frames: 0,
+                refused: [0; Cause::COUNT],
+            };
+            if left > 0 {
+                assert_eq!(reference, want, "{ws:?} {left} left: by cfi::step");
+            }
+            for memo in [false, true] {
+                let what = format!("{ws:?} {left} reads left, memo {memo}");
+                let mut m = c.mem.clone();
+                let mut t = OneObject::new(&mut m, ws);
+                if !memo {
+                    t.memo = None;
+                }
+                // Rows compiled, the memo filled.
+                table_walk(&c.regs, &mut m, &mut t, 16);
+                let (fills, hits0) = (t.fills, t.usual_hits);
+                let mut t = Leave {
+                    t,
+                    leave: Some(left + c.reads),
+                };
+                let (got, stats) = table_walk(&c.regs, &mut m, &mut t, 16);
+                assert_eq!(got, want, "{what}");
+                assert_eq!(stats.reads, walk::MAX_TABLE_READS - left, "{what}");
+                assert_eq!(stats.budget_exhausted, left == 0, "{what}");
+                assert_eq!(t.t.fills, fills, "{what}");
+                let hits = if memo { hits } else { 0 };
+                assert_eq!(t.t.usual_hits - hits0, hits, "{what}: hits");
+            }
         }
     }
 }
