@@ -32,7 +32,7 @@ SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_threads \
 	deferred_bench deferred_bench_32 deferred_hostile deferred_hostile_32 \
 	deferred_tables deferred_tables_32 deferred_tables_fp deferred_tables_fp_32 \
 	deferred_hostile_tables deferred_tables_cache deferred_tables_signal \
-	deferred_mtexec perf_defer.sh
+	deferred_mtexec deferred_iouring perf_defer.sh
 export SELFTESTS
 # The real programs (perl, gzip, bzip2, grep) under perf's DWARF unwinder
 # and the table walk: on the Rust kernels in make check (about 100 s of

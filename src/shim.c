@@ -9,6 +9,7 @@
 #include <linux/mm_types.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
+#include <linux/preempt.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task_stack.h>
@@ -47,13 +48,22 @@ void unwind_user_arch_frames(unsigned int ws, struct unwind_user_frame *fp,
  *
  * Return: 0, or -EINVAL if current has no user context to unwind (a kernel
  * thread, not entered from user mode, VM86, a segment that cannot be
- * resolved).  Any context: does not sleep or take a lock.
+ * resolved, an NMI while another mm is loaded).  Any context: does not
+ * sleep or take a lock.
  */
 int unwind_user_get_regs(struct unwind_user_regs *r)
 {
 	struct pt_regs *regs = task_pt_regs(current);
 
 	if ((current->flags & PF_KTHREAD) || !user_mode(regs))
+		return -EINVAL;
+	/*
+	 * An NMI that hit switch_mm_irqs_off() may run with another mm than
+	 * current's loaded: user addresses would then read that address
+	 * space (perf's user callchain checks the same).  Interrupts are
+	 * off across a switch, so only an NMI can see it.
+	 */
+	if (in_nmi() && !nmi_uaccess_okay())
 		return -EINVAL;
 	r->ws = unwind_user_word_size(regs);
 	if (!r->ws)

@@ -690,9 +690,13 @@ static const char *user_name(uint64_t ip, bool first)
 
 void dc_print_merged(const struct dc_sample *s, const struct dc_deferred *d)
 {
-	printf("#   sample pid %u tid %u cookie %#llx\n", s->pid, s->tid,
-	       (unsigned long long)s->cookie);
-	for (uint32_t i = 0; i < s->nr_kernel; i++)
+	if (s)
+		printf("#   sample pid %u tid %u cookie %#llx\n", s->pid,
+		       s->tid, (unsigned long long)s->cookie);
+	else if (d)
+		printf("#   record pid %u tid %u cookie %#llx\n", d->pid,
+		       d->tid, (unsigned long long)d->cookie);
+	for (uint32_t i = 0; s && i < s->nr_kernel; i++)
 		printf("#     %016llx %s [kernel]\n",
 		       (unsigned long long)s->kernel[i], dc_ksym(s->kernel[i]));
 	for (uint32_t i = 0; d && i < d->nr; i++)

@@ -331,7 +331,10 @@ bool dc_in_exit_path(const struct dc_sample *s);
  * a sample in a frameless leaf it calls skips it.
  */
 bool dc_in_signal_path(const struct dc_sample *s);
-/* Print a merged stack: sample's kernel part + deferred user part. */
+/*
+ * Print a merged stack: sample's kernel part + deferred user part (either
+ * may be NULL).
+ */
 void dc_print_merged(const struct dc_sample *s, const struct dc_deferred *d);
 
 /*
