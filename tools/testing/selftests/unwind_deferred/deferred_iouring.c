@@ -279,7 +279,9 @@ __attribute__((noinline)) void read_entries(void *arg)
  * @per_cpu true, @attr[0] on each online CPU, each with its own ring (an
  * inherited event's ring must be per CPU: perf_mmap() refuses a per-task
  * one).  Collect every record until the child has stopped, then kill it.
- * Returns the child's pid or -errno.
+ * Returns the child's pid or -errno.  (dc_profile_child() with several
+ * events and rings; its child part is the same, and stays here: the child
+ * calls @fn from this frame, which the records' exact stacks name.)
  */
 __attribute__((noinline)) pid_t profile(void (*fn)(void *), void *arg,
 					struct perf_event_attr *attr, int n,
