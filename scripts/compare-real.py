@@ -135,7 +135,7 @@ class Elf:
         self.symstarts = [s[0] for s in self.syms]
         self.entry = entry
         self.is_entry = is_entry    # executable or dynamic loader
-        self.plt = plt              # [(start, end)] of .plt* sections
+        self.plt = plt              # [(start, end, name)] of .plt* sections
 
     @classmethod
     def read(cls, path, file):
@@ -159,7 +159,7 @@ class Elf:
             m = re.match(r'\s*\[\s*\d+\]\s+(\.plt\S*)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)', l)
             if m:
                 a = int(m.group(2), 16)
-                plt.append((a, a + int(m.group(3), 16)))
+                plt.append((a, a + int(m.group(3), 16), m.group(1)))
         sec = None
         for l in run('readelf', '-W', '-wN', '--debug-dump=frames', file).splitlines():
             if l.startswith('Contents of the '):
@@ -254,7 +254,17 @@ class Elf:
         return False
 
     def in_plt(self, va):
-        return va is not None and any(s <= va < e for s, e in self.plt)
+        return va is not None and any(s <= va < e for s, e, _ in self.plt)
+
+    def plt_entry(self, va):
+        """The start of the PLT entry holding va (.plt and .plt.sec entries
+        are 16 bytes, .plt.got's 8, each section aligned to them), or
+        None outside the PLT."""
+        for s, e, name in self.plt:
+            if s <= va < e:
+                size = 8 if name == '.plt.got' else 16
+                return s + (va - s) // size * size
+        return None
 
     def call_before(self, off):
         """The call instruction that ends at file offset off: ('direct',
@@ -408,6 +418,15 @@ class Frames:
         f = o.fde(va) if va is not None else None
         if f is None:
             return (path, 'nofde', pc)
+        # One FDE describes a whole .plt, but each entry is a stub of its
+        # own, jumped to by the callers of one function: keyed as one,
+        # libc's realloc@plt (called by re_node_set_add_intersect) and its
+        # memcpy stub (called by _int_realloc, under realloc, under
+        # re_node_set_add_intersect) made a right step look like a lost
+        # caller.  A PLT pc is its entry's (16 bytes; .plt.got's 8).
+        plt = o.plt_entry(va)
+        if plt is not None:
+            return (path, plt)
         return (path, f[0])
 
     def is_entry(self, key):
@@ -472,6 +491,8 @@ class Frames:
         if key[1] is None:
             return base
         o = self.objects.get(path)
+        if o.in_plt(key[1]):
+            return '%s:plt@%#x' % (base, key[1])
         s = o.symbol(key[1])
         if s and s[1] == 0:
             return '%s:%s' % (base, s[0])

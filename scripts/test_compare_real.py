@@ -37,7 +37,19 @@ __attribute__((noipa)) int top(int x) { return mid(x) * 3 + other(x) + tailer(x)
 __asm__(".text\n.globl jumper\n.type jumper,@function\njumper:\n.cfi_startproc\n"
         "nop\n.cfi_def_cfa %rdi, 0\nnop\nret\n.cfi_endproc\n.size jumper, .-jumper\n");
 void jumper(void);
-int main(int argc, char **argv) { (void)argv; if (argc > 5) jumper(); return top(argc) & 1; }
+/* Two calls through the PLT: one FDE covers every entry of .plt. */
+#include <unistd.h>
+__attribute__((noipa)) int inner(int x) { return x + (int)getppid(); }
+__attribute__((noipa)) int outer(int x) { return inner(x) + (int)getpid(); }
+int main(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 6)
+        return outer(argc) * 3;
+    if (argc > 5)
+        jumper();
+    return top(argc) & 1;
+}
 '''
 
 
@@ -60,6 +72,16 @@ def calls(data, start, size, target):
             if p + 5 + rel == target:
                 ras.append(p + 5)
     return ras
+
+
+def plt_entries(path):
+    """{function: address} of the PLT entries objdump names."""
+    out = {}
+    for l in subprocess.run(['objdump', '-d', path], capture_output=True, text=True).stdout.splitlines():
+        m = re.match(r'([0-9a-f]+) <(\w+)@plt>:', l)
+        if m:
+            out[m.group(2)] = int(m.group(1), 16)
+    return out
 
 
 def indirect_call_end(data, start, size):
@@ -104,6 +126,13 @@ class CompareReal(unittest.TestCase):
         cls.jumper_pc = jumper[0] + 1    # after .cfi_def_cfa %rdi, 0
         cls.ra_main_jumper = calls(data, *main, jumper[0])[0]
         cls.not_ra = leaf[0] + 1     # inside leaf's first instruction
+        plt = plt_entries(exe)
+        inner, outer = s['inner'], s['outer']
+        cls.plt_getpid = plt['getpid']
+        cls.plt_getppid = plt['getppid']
+        cls.ra_outer_getpid = calls(data, *outer, plt['getpid'])[0]
+        cls.ra_inner_getppid = calls(data, *inner, plt['getppid'])[0]
+        cls.ra_main_outer = calls(data, *main, outer[0])[0]
         cls.exe = exe
 
     @classmethod
@@ -220,6 +249,21 @@ class CompareReal(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertIn('tail call not seen by the oracle', out)
         self.assertIn('0 samples skipping a frame', out)
+
+    def test_plt_entries_are_callees_of_their_own(self):
+        # The walk is in getpid@plt, called by outer; the oracle only ever
+        # sampled getppid@plt, whose caller inner it saw return to the
+        # same place (as libc's realloc@plt and its memcpy stub under
+        # _int_realloc, under realloc): keyed by the one FDE of .plt, the
+        # walk's right step looked like a lost caller (inner).
+        walk = [self.plt_getpid + 6, self.ra_outer_getpid, self.ra_main_outer, self.ra_start]
+        other = [self.plt_getppid + 6, self.ra_inner_getppid, self.ra_outer_getpid,
+                 self.ra_main_outer, self.ra_start]
+        rc, out = self.run_on(self.good() + [(1, walk)], self.good() + [(2, other)])
+        self.assertEqual(rc, 0, out)
+        self.assertIn('0 samples skipping a frame', out)
+        self.assertIn('tprog:plt@%#x -> ' % self.plt_getpid, out)
+        self.assertIn('callee never sampled by the oracle', out)
 
     def test_wrong_return_address_fails(self):
         bad = [self.leaf_pc, self.ra_mid, self.not_ra, self.ra_main, self.ra_start]
