@@ -2212,6 +2212,24 @@ fn memo_answers_only_what_was_put() {
     assert_eq!(std::mem::size_of::<PcMemo>(), 8192);
 }
 
+/// Four pcs from 0x401000 whose keys fall in one set of the memo, by a
+/// replica of its hash (Fibonacci hashing of the key, the word size's bit
+/// in it; the top bits for the set): a stack's pcs are a few KiB apart.
+fn same_set_pcs(ws: WordSize) -> Vec<u64> {
+    let sets = MEMO_SLOTS / MEMO_WAYS;
+    let set = |pc: u64| {
+        let key = ((pc << 1) | u64::from(ws == WordSize::W4)) + 1;
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - sets.trailing_zeros())) as usize
+    };
+    let base = 0x40_1000u64;
+    let same: Vec<u64> = (base..base + 0x10_0000)
+        .filter(|&pc| set(pc) == set(base))
+        .take(4)
+        .collect();
+    assert_eq!(same.len(), 4);
+    same
+}
+
 /// Two pcs of one stack whose keys share a set are both remembered (a
 /// one-way memo let them evict each other at every walk: perl's and this
 /// project's own test programs had such a pair): the memo is two-way,
@@ -2222,18 +2240,7 @@ fn memo_answers_only_what_was_put() {
 #[test]
 fn memo_keeps_the_last_two_pcs_of_a_set() {
     let ws = WordSize::W8;
-    let sets = MEMO_SLOTS / MEMO_WAYS;
-    let set = |pc: u64| {
-        let key = (pc << 1) + 1;
-        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - sets.trailing_zeros())) as usize
-    };
-    // Pcs of one set: a stack's pcs are a few KiB apart.
-    let base = 0x40_1000u64;
-    let same: Vec<u64> = (base..base + 0x10_0000)
-        .filter(|&pc| set(pc) == set(base))
-        .take(4)
-        .collect();
-    assert_eq!(same.len(), 4);
+    let same = same_set_pcs(ws);
     let found = |i: u64| {
         let mut p = PackedRow::default();
         p.start = i as u32;
@@ -2481,20 +2488,8 @@ type Way = (u64, usize, Found);
 /// both ways.
 #[test]
 fn memo_ways_answer_every_kind_of_row() {
-    let sets = MEMO_SLOTS / MEMO_WAYS;
     for ws in [WordSize::W8, WordSize::W4] {
-        // The memo's hash (as in `memo_keeps_the_last_two_pcs_of_a_set`),
-        // with the word size's bit of the key.
-        let set = |pc: u64| {
-            let key = ((pc << 1) | u64::from(ws == WordSize::W4)) + 1;
-            (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - sets.trailing_zeros())) as usize
-        };
-        let base = 0x40_1000u64;
-        let same: Vec<u64> = (base..base + 0x10_0000)
-            .filter(|&pc| set(pc) == set(base))
-            .take(4)
-            .collect();
-        assert_eq!(same.len(), 4);
+        let same = same_set_pcs(ws);
         let rows = memo_rows(ws);
         check_memo_rows(ws, &rows);
         let kind = |name: &str| rows.iter().position(|r| r.0 == name).expect(name);
