@@ -873,13 +873,35 @@ FRAME pid_t selftest_run(void (*fn)(void *arg), void *arg,
 	return getpid();
 }
 
-/* Is the record's first frame in the workload's leaf? */
+/* Does the record hold a frame of ours or libc's named @name (an alias too)? */
+static bool rec_has_func(const struct dc_deferred *d, const char *name)
+{
+	for (uint32_t j = 0; j < d->nr; j++) {
+		uint64_t a = frame_addr(d->ips, j);
+
+		if (dc_sym_is(a, name) ||
+		    (dc_dso_has(&libc_dso, a) && dc_dso_name(&libc_dso, a, name, NULL)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Is the record's first frame in the workload's leaf?  A sample in the
+ * kernel must be in the leaf's system call.  One in user mode is, but for
+ * the child's final raise(SIGSTOP) (dc_profile_child()), whose getpid()
+ * also starts at __kernel_vsyscall on i386: known by raise in its record.
+ */
 static bool is_leaf(const struct workload *w, const struct dc_sample *s,
 		    const struct dc_deferred *d)
 {
 	if (!d->nr || !frame_is(d->ips[0], &w->chain[0][0]))	/* fp_chain's too */
 		return false;
-	return !w->leaf_kfunc || !s->nr_kernel || dc_kernel_stack_has(s, w->leaf_kfunc);
+	if (!w->leaf_kfunc)
+		return true;
+	if (s->nr_kernel)
+		return dc_kernel_stack_has(s, w->leaf_kfunc);
+	return !rec_has_func(d, "raise");
 }
 
 /*

@@ -135,6 +135,7 @@
 #define MIN_LEAF	20
 #define ALT_SIZE	(64 * 1024)
 #define ALT_LOW		0x10000000UL	/* 256 MiB */
+#define ALT_STEP	0x01000000UL	/* 16 MiB */
 #define KERNEL_MIN	0xffff800000000000ULL
 #define MAX_EL		48
 
@@ -671,6 +672,43 @@ static void analyze(const struct case_arg *c, enum mode mode, struct dc_log *log
 	free(keys);
 }
 
+static unsigned long above_stack(void);
+
+/*
+ * Map the case's alternate stack at c->alt_lo, or, if something took that
+ * address since (the heap grows), at the next free one of its kind: below
+ * the stack, up to 15 steps of ALT_STEP higher; above it, above_stack()'s
+ * new choice.  The address used is left in c->alt_lo.
+ */
+static void *map_alt(struct case_arg *c)
+{
+	unsigned long want = c->alt_lo;
+	void *alt = MAP_FAILED;
+	int err = 0;
+
+	for (int i = 0; i < 16 && want; i++) {
+		alt = mmap((void *)want, ALT_SIZE, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		if (alt == (void *)want)
+			break;
+		err = alt == MAP_FAILED ? errno : EEXIST;	/* old kernels: moved */
+		if (alt != MAP_FAILED)
+			munmap(alt, ALT_SIZE);
+		alt = MAP_FAILED;
+		if (err != EEXIST)
+			break;
+		want = c->high ? above_stack() : want + ALT_STEP;
+	}
+	if (alt == MAP_FAILED)
+		ksft_exit_fail_msg("%s: mapping the alternate stack at %#lx: %s\n",
+				   c->name, want, strerror(err));
+	if (want != c->alt_lo)
+		ksft_print_msg("%s: %#lx was taken, alternate stack at %#lx\n", c->name,
+			       c->alt_lo, want);
+	c->alt_lo = want;
+	return alt;
+}
+
 FRAME void measure(struct case_arg *c, enum mode mode, unsigned long gated, struct res *r)
 {
 	struct perf_event_attr attr;
@@ -686,14 +724,8 @@ FRAME void measure(struct case_arg *c, enum mode mode, unsigned long gated, stru
 		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (arg.sh == MAP_FAILED)
 		ksft_exit_fail_msg("mmap: %s\n", strerror(errno));
-	if (c->alt) {
-		alt = mmap((void *)c->alt_lo, ALT_SIZE, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-		if (alt != (void *)c->alt_lo)
-			ksft_exit_fail_msg("%s: mapping the alternate stack at %#lx: %s\n",
-					   c->name, c->alt_lo,
-					   alt == MAP_FAILED ? strerror(errno) : "moved");
-	}
+	if (c->alt)
+		alt = map_alt(c);
 	if (mode == M_ON || mode == M_OFF) {
 		err = dc_tables_set(mode == M_ON);
 		if (err)
