@@ -784,6 +784,29 @@ void dc_rings_close(struct dc_ring *r, int nr)
 	}
 }
 
+long dc_tp_id(const char *system, const char *name)
+{
+	static const char *const dirs[] = {
+		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
+	};
+	char path[256];
+	long id = -1;
+	FILE *f;
+
+	for (int i = 0; i < 2 && id < 0; i++) {
+		snprintf(path, sizeof(path), "%s/events/%s/%s/id", dirs[i], system, name);
+		if (access(path, R_OK) && i == 0)
+			mount("tracefs", dirs[0], "tracefs", 0, NULL);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fscanf(f, "%ld", &id) != 1)
+			id = -1;
+		fclose(f);
+	}
+	return id;
+}
+
 int dc_online_cpus(int *cpus, int max)
 {
 	FILE *f = fopen("/sys/devices/system/cpu/online", "r");

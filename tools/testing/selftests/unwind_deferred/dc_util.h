@@ -396,6 +396,12 @@ size_t dc_rings_poll_drain(struct dc_ring *r, int nr, struct dc_log *log,
 			   int timeout_ms);
 void dc_rings_close(struct dc_ring *r, int nr);
 
+/*
+ * The id of tracepoint @system/@name (tracefs, mounted on
+ * /sys/kernel/tracing if need be; or under debugfs), for a
+ * PERF_TYPE_TRACEPOINT event's config; -1 if there is none.
+ */
+long dc_tp_id(const char *system, const char *name);
 /* The online CPUs (/sys/devices/system/cpu/online), at most @max. */
 int dc_online_cpus(int *cpus, int max);
 /* Is @pid the idle task (0) or a kernel thread (PF_KTHREAD)?  -1: gone. */

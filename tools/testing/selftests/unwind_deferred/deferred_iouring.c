@@ -61,7 +61,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -376,30 +375,6 @@ static bool is_user_addr(uint64_t a)
 	return a < DC_USER_MAX;
 }
 
-/* The id of tracepoint io_uring/@name, mounting tracefs if need be. */
-static long tp_id(const char *name)
-{
-	static const char *const dirs[] = {
-		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
-	};
-	char path[256];
-	long id = -1;
-	FILE *f;
-
-	for (int i = 0; i < 2 && id < 0; i++) {
-		snprintf(path, sizeof(path), "%s/events/io_uring/%s/id", dirs[i], name);
-		if (access(path, R_OK) && i == 0)
-			mount("tracefs", dirs[0], "tracefs", 0, NULL);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fscanf(f, "%ld", &id) != 1)
-			id = -1;
-		fclose(f);
-	}
-	return id;
-}
-
 static void tp_attr(struct perf_event_attr *attr, long id, bool defer_output)
 {
 	dc_attr_init(attr, 1, defer_output);
@@ -440,8 +415,8 @@ static void in_entry_task_work(void)
 	long submit_id, wait_id;
 	pid_t pid;
 
-	submit_id = tp_id("io_uring_submit_req");
-	wait_id = tp_id("io_uring_cqring_wait");
+	submit_id = dc_tp_id("io_uring", "io_uring_submit_req");
+	wait_id = dc_tp_id("io_uring", "io_uring_cqring_wait");
 	if (submit_id < 0 || wait_id < 0) {
 		ksft_test_result_fail("no io_uring tracepoints (tracefs, CONFIG_IO_URING, CONFIG_TRACEPOINTS)\n");
 		return;
