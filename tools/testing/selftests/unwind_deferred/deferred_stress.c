@@ -118,6 +118,8 @@
 #define PERIOD_NS	100000		/* 10 kHz */
 #define RING_PAGES	1024		/* 4 MiB per CPU and session */
 #define THIRD_PAGES	128
+#define EXIT_PAGES	32		/* the exit_group() tracepoint's, per CPU */
+#define NR_EXIT_GROUP	231		/* x86-64 __NR_exit_group */
 #define DRAIN_MS	10
 #define NR_THREADS	32
 #define SLICE_MS	5		/* workload() per loop, CPU time */
@@ -548,6 +550,61 @@ static void build_tree(void)
 	qsort(tree, nr_tree, sizeof(int), cmp_int);
 }
 
+/*
+ * The exit entries: every sample of the exit_group() tracepoint (a
+ * CPU-wide event per CPU, filtered to id == NR_EXIT_GROUP) while the
+ * sessions were enabled, its (pid, tid, cookie); after build_tree(), only
+ * those of the child's tree, sorted by tid and cookie.  The cookie is that
+ * of the task's last kernel entry, exit_group(), which every sample of
+ * that entry carries too.
+ */
+struct xent {
+	uint32_t pid, tid;
+	uint64_t cookie;		/* 0: the sample had none */
+	const struct sess *excused_in;	/* the last session it excused a sample in */
+};
+
+static struct xent *xents;
+static size_t nr_xents, cap_xents;
+
+static int cmp_xent(const void *a, const void *b)
+{
+	const struct xent *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
+}
+
+/* Keep the exit entries of the child's tree only, sorted. */
+static void keep_tree_exits(void)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nr_xents; i++)
+		if (in_tree(xents[i].pid))
+			xents[n++] = xents[i];
+	nr_xents = n;
+	qsort(xents, nr_xents, sizeof(*xents), cmp_xent);
+}
+
+/* The exit entry of (@pid, @tid) whose cookie is @cookie, or NULL. */
+static struct xent *exit_entry(uint32_t pid, uint32_t tid, uint64_t cookie)
+{
+	struct xent key = { .tid = tid, .cookie = cookie }, *x;
+
+	if (!cookie)
+		return NULL;
+	x = bsearch(&key, xents, nr_xents, sizeof(*xents), cmp_xent);
+	/* Equal neighbours (a pid reused) are adjacent: look at them all. */
+	while (x && x > xents && !cmp_xent(x - 1, &key))
+		x--;
+	for (; x && x < xents + nr_xents && !cmp_xent(x, &key); x++)
+		if (x->pid == pid)
+			return x;
+	return NULL;
+}
+
 static int cmp_smp(const void *a, const void *b)
 {
 	const struct smp *x = a, *y = b;
@@ -573,6 +630,7 @@ struct fig {
 	size_t rec_no_sample, foreign;
 	/* excuses */
 	size_t final_stop, exit_c, at_close, before_open;
+	size_t exit_c_entries;	/* exit_group() entries exit_c's samples are in */
 	size_t orphan_cookies;
 	size_t lost_excused;	/* a lost record in the entry's time */
 	size_t close_entries, open_entries;	/* third: entries at_close, before_open */
@@ -733,6 +791,7 @@ static void analyze(struct sess *S, int filter, bool third, struct fig *f)
 			bool churned = s->pid != (uint32_t)child_pid;
 			const struct dc_lost *l = NULL;
 			uint64_t wlo = 0, whi = UINT64_MAX;
+			struct xent *x;
 
 			if (!counted(filter, s->pid)) {
 				f->foreign++;
@@ -784,12 +843,18 @@ static void analyze(struct sess *S, int filter, bool third, struct fig *f)
 			 * at exit (docs/deviations.md): every sample of that entry,
 			 * also one taken before do_exit() is on the stack (at
 			 * the start of exit_group, or preempted there).  A
-			 * churned process's last cookie is its exit entry.
+			 * churned process's exit entry is named by the cookie
+			 * of its exit_group() tracepoint sample.
 			 */
-			if (is_c && churned && s->cookie == last) {
+			x = is_c && churned ? exit_entry(s->pid, s->tid, s->cookie) : NULL;
+			if (x) {
 				f->exit_c++;
+				if (x->excused_in != S)
+					f->exit_c_entries++;
+				x->excused_in = S;
 				if (evidence++ < 3)
-					print_kstack("excused on upstream C: last entry's record lost at exit", s);
+					print_kstack("excused on upstream C: the record of its exit_group() entry lost at exit",
+						     s);
 				continue;
 			}
 			/*
@@ -1023,6 +1088,64 @@ static void open_rings(struct dc_ring *r, pid_t pid, bool cpu_wide, bool inherit
 		if (err)
 			ksft_exit_fail_msg("event on CPU %d (pid %d): %s\n", cpus[i],
 					   pid, strerror(-err));
+	}
+}
+
+/*
+ * The exit_group() tracepoint: raw_syscalls/sys_enter filtered to id ==
+ * NR_EXIT_GROUP (the churned processes are this 64-bit binary), one
+ * CPU-wide event per CPU, every call sampled, with defer_callchain (the
+ * sample carries the cookie of the exit entry) but not defer_output (its
+ * ring gets its samples only).
+ */
+static void open_exit_rings(struct dc_ring *r)
+{
+	long id = dc_tp_id("raw_syscalls", "sys_enter");
+	struct perf_event_attr attr;
+	char filter[32];
+
+	if (id < 0)
+		ksft_exit_fail_msg("no raw_syscalls/sys_enter tracepoint (tracefs, CONFIG_TRACEPOINTS)\n");
+	dc_attr_init(&attr, 1, false);
+	attr.type = PERF_TYPE_TRACEPOINT;
+	attr.config = id;
+	set_clock_lost(&attr);
+	snprintf(filter, sizeof(filter), "id == %d", NR_EXIT_GROUP);
+	for (int i = 0; i < nr_cpus; i++) {
+		int err = dc_ring_open(&r[i], &attr, -1, cpus[i], EXIT_PAGES, i);
+
+		if (err)
+			ksft_exit_fail_msg("exit_group() tracepoint on CPU %d: %s\n", cpus[i],
+					   strerror(-err));
+		if (ioctl(r[i].fd, PERF_EVENT_IOC_SET_FILTER, filter))
+			ksft_exit_fail_msg("exit_group() tracepoint on CPU %d: filter \"%s\": %s\n",
+					   cpus[i], filter, strerror(errno));
+	}
+}
+
+/* The tracepoint's log: its losses stay counted in it. */
+static struct dc_log exit_log;
+static uint64_t exit_samples, exit_records;
+
+/* Read the tracepoint's rings: keep each sample's (pid, tid, cookie). */
+static void drain_exits(struct dc_ring *r)
+{
+	for (int i = 0; i < nr_cpus; i++) {
+		dc_ring_drain(&r[i], &exit_log);
+		for (size_t j = 0; j < exit_log.nr_samples; j++) {
+			const struct dc_sample *s = &exit_log.samples[j];
+			struct xent *x;
+
+			GROWV(xents, nr_xents, cap_xents);
+			x = &xents[nr_xents++];
+			memset(x, 0, sizeof(*x));
+			x->pid = s->pid;
+			x->tid = s->tid;
+			x->cookie = s->ends_deferred ? s->cookie : 0;
+		}
+		exit_samples += exit_log.nr_samples;
+		exit_records += exit_log.nr_deferred;
+		exit_log.nr_samples = exit_log.nr_deferred = 0;
 	}
 }
 
@@ -1272,15 +1395,50 @@ static void print_fig(const char *name, const struct fig *f, const struct sess *
 		       (unsigned long long)S->lost,
 		       (unsigned long long)S->lost_records,
 		       (unsigned long long)S->malformed);
-	ksft_print_msg("%s: excused %zu: final stop %zu (last cookie, get_signal on the stack, task_work already ran), exit path on upstream C %zu (%s), a lost record in the entry's time %zu; other CPUs' samples skipped %zu\n",
+	ksft_print_msg("%s: excused %zu: final stop %zu (last cookie, get_signal on the stack, task_work already ran), a churned process's exit_group() entry on upstream C %zu in %zu entries (%s), a lost record in the entry's time %zu; other CPUs' samples skipped %zu\n",
 		       name, f->final_stop + f->exit_c + f->lost_excused, f->final_stop,
-		       f->exit_c, is_c ? "allowed: C kernel" : "none allowed on Rust",
+		       f->exit_c, f->exit_c_entries,
+		       is_c ? "allowed: C kernel, by the cookie of its exit_group() tracepoint sample" :
+			      "none allowed on Rust",
 		       f->lost_excused, f->foreign);
+}
+
+/*
+ * The exit entries of the churned processes, and (a figure, not asserted)
+ * how many have their record in each long-lived session: upstream C loses
+ * it at exit.
+ */
+static void print_exits(const struct sess *task, const struct sess *cpu,
+			const struct fig *tf, const struct fig *cf)
+{
+	size_t seen = 0, no_cookie = 0, in_task = 0, in_cpu = 0;
+
+	for (size_t i = 0; i < nr_xents; i++) {
+		const struct xent *x = &xents[i];
+		uint64_t tmin = UINT64_MAX, tmax = 0;
+
+		if (x->pid == (uint32_t)child_pid)
+			continue;
+		seen++;
+		if (!x->cookie) {
+			no_cookie++;
+			continue;
+		}
+		in_task += find_times(task, x->pid, x->tid, x->cookie, &tmin, &tmax) > 0;
+		in_cpu += find_times(cpu, x->pid, x->tid, x->cookie, &tmin, &tmax) > 0;
+	}
+	ksft_print_msg("exit_group() entries (the tracepoint's samples, %llu in all): %zu of the %d churned processes, %zu without a cookie; with their record: task %zu, cpu %zu; samples excused by them (upstream C only): task %zu in %zu entries, cpu %zu in %zu entries; tracepoint lost %llu in %llu PERF_RECORD_LOST, %llu records in its ring, malformed %llu\n",
+		       (unsigned long long)exit_samples, seen, shm->nr_pids, no_cookie,
+		       in_task, in_cpu, tf->exit_c, tf->exit_c_entries, cf->exit_c,
+		       cf->exit_c_entries, (unsigned long long)exit_log.lost,
+		       (unsigned long long)exit_log.lost_records,
+		       (unsigned long long)exit_records,
+		       (unsigned long long)exit_log.malformed);
 }
 
 int main(int argc, char **argv)
 {
-	struct dc_ring task_r[MAX_CPUS], cpu_r[MAX_CPUS];
+	struct dc_ring task_r[MAX_CPUS], cpu_r[MAX_CPUS], exit_r[MAX_CPUS];
 	struct sess task_s = { .name = "task" }, cpu_s = { .name = "cpu" };
 	struct fig tf = { 0 }, cf = { 0 };
 	struct third third = { 0 };
@@ -1337,8 +1495,10 @@ int main(int argc, char **argv)
 
 	open_rings(task_r, child_pid, false, true, RING_PAGES, 0);
 	open_rings(cpu_r, -1, true, false, RING_PAGES, 0);
+	open_exit_rings(exit_r);
 	if (dc_rings_ioctl(task_r, nr_cpus, PERF_EVENT_IOC_ENABLE) ||
-	    dc_rings_ioctl(cpu_r, nr_cpus, PERF_EVENT_IOC_ENABLE))
+	    dc_rings_ioctl(cpu_r, nr_cpus, PERF_EVENT_IOC_ENABLE) ||
+	    dc_rings_ioctl(exit_r, nr_cpus, PERF_EVENT_IOC_ENABLE))
 		ksft_exit_fail_msg("enable: %s\n", strerror(errno));
 	if (write(go[1], "g", 1) != 1)
 		ksft_exit_fail_msg("go: %s\n", strerror(errno));
@@ -1352,6 +1512,7 @@ int main(int argc, char **argv)
 		usleep(DRAIN_MS * 1000);
 		drain(&task_s, task_r, nr_cpus);
 		drain(&cpu_s, cpu_r, nr_cpus);
+		drain_exits(exit_r);
 		drains++;
 		now = now_ms();
 		if (!shm->stop) {
@@ -1386,21 +1547,25 @@ int main(int argc, char **argv)
 	}
 	dc_rings_ioctl(task_r, nr_cpus, PERF_EVENT_IOC_DISABLE);
 	dc_rings_ioctl(cpu_r, nr_cpus, PERF_EVENT_IOC_DISABLE);
+	dc_rings_ioctl(exit_r, nr_cpus, PERF_EVENT_IOC_DISABLE);
 	drain(&task_s, task_r, nr_cpus);
 	drain(&cpu_s, cpu_r, nr_cpus);
+	drain_exits(exit_r);
 	/* Drops after a ring's last record: no PERF_RECORD_LOST reports them. */
 	for (int i = 0; i < nr_cpus; i++) {
 		long long a = dc_ring_read_lost(&task_r[i], &task_s.tmp);
 		long long b = dc_ring_read_lost(&cpu_r[i], &cpu_s.tmp);
+		long long c = dc_ring_read_lost(&exit_r[i], &exit_log);
 
-		if (a < 0 || b < 0)
+		if (a < 0 || b < 0 || c < 0)
 			ksft_exit_fail_msg("reading the lost counts: %s\n",
-					   strerror((int)-(a < 0 ? a : b)));
+					   strerror((int)-(a < 0 ? a : b < 0 ? b : c)));
 	}
 	compact(&task_s);
 	compact(&cpu_s);
 	dc_rings_close(task_r, nr_cpus);
 	dc_rings_close(cpu_r, nr_cpus);
+	dc_rings_close(exit_r, nr_cpus);
 	kill(child_pid, SIGKILL);
 	waitpid(child_pid, NULL, 0);
 	ksft_print_msg("ran %ld ms (%s), stopped in %ld ms more, %zu reads; child: %ld migrations (%ld failed), %ld forks, %ld execs, %ld exits reaped, %d processes churned (cap %d), fork failures %ld\n",
@@ -1412,11 +1577,13 @@ int main(int argc, char **argv)
 		ksft_exit_fail_msg("the child did not stop itself (status %#x)\n", st);
 
 	build_tree();
+	keep_tree_exits();
 	analyze(&task_s, ALL, false, &tf);
 	analyze(&cpu_s, TREE, false, &cf);
 	judge_cands(&task_s, &cpu_s, &third.f);
 	print_fig("task (inherited per-task)", &tf, &task_s);
 	print_fig("cpu (CPU-wide)", &cf, &cpu_s);
+	print_exits(&task_s, &cpu_s, &tf, &cf);
 	ksft_print_msg("third sessions: %d per-task + %d CPU-wide (%zu / %zu with samples of the child), %d disabled before the close, %d closed enabled: samples %zu, records %zu, matched %zu, mismatched %zu, orphaned without evidence %zu (%zu entries), excused %zu: by their record's time in the long-lived sessions, written after the close began %zu samples (%zu entries), before the session was open on every CPU %zu (%zu entries); by a lost record of the session in the entry's time %zu; bad records %zu, no cookie outside the exit path %zu, lost %llu\n",
 		       third.kind_rounds[0], third.kind_rounds[1],
 		       third.with_samples[0], third.with_samples[1],
@@ -1431,12 +1598,12 @@ int main(int argc, char **argv)
 		       (unsigned long long)third.lost);
 
 	ksft_test_result(tf.samples >= MIN_SAMPLES && !tf.orphans && !tf.no_cookie_bad,
-			 "task session: all %zu samples have their record (%zu matched) except %zu excused (final stop %zu, exit on C %zu, a lost record in the entry's time %zu); %zu orphaned without evidence, %zu without a cookie outside the exit path\n",
+			 "task session: all %zu samples have their record (%zu matched) except %zu excused (final stop %zu, exit_group() entry on C %zu, a lost record in the entry's time %zu); %zu orphaned without evidence, %zu without a cookie outside the exit path\n",
 			 tf.samples, tf.matched, tf.final_stop + tf.exit_c + tf.lost_excused,
 			 tf.final_stop, tf.exit_c, tf.lost_excused, tf.orphans,
 			 tf.no_cookie_bad);
 	ksft_test_result(cf.samples >= MIN_SAMPLES && !cf.orphans && !cf.no_cookie_bad,
-			 "cpu session: all %zu samples of the child's tree have their record (%zu matched) except %zu excused (final stop %zu, exit on C %zu, a lost record in the entry's time %zu); %zu orphaned without evidence, %zu without a cookie outside the exit path\n",
+			 "cpu session: all %zu samples of the child's tree have their record (%zu matched) except %zu excused (final stop %zu, exit_group() entry on C %zu, a lost record in the entry's time %zu); %zu orphaned without evidence, %zu without a cookie outside the exit path\n",
 			 cf.samples, cf.matched, cf.final_stop + cf.exit_c + cf.lost_excused,
 			 cf.final_stop, cf.exit_c, cf.lost_excused, cf.orphans,
 			 cf.no_cookie_bad);
@@ -1445,7 +1612,7 @@ int main(int argc, char **argv)
 			 (is_c || (!tf.nonuser && !cf.nonuser && !third.f.nonuser)) &&
 			 !tf.dup && !cf.dup && !third.f.dup && !tf.tid_mismatch &&
 			 !cf.tid_mismatch && !third.f.tid_mismatch && !task_s.malformed &&
-			 !cpu_s.malformed,
+			 !cpu_s.malformed && !exit_log.malformed,
 			 "records: no kernel address (%zu), MISC_USER and non-empty (%zu bad), %zu with another non-user address (%s), one per tid and cookie (%zu twice), no sample with another tid's cookie (%zu), %llu malformed\n",
 			 tf.kaddr + cf.kaddr + third.f.kaddr,
 			 tf.bad_records + cf.bad_records + third.f.bad_records,
@@ -1454,7 +1621,8 @@ int main(int argc, char **argv)
 				"none allowed on Rust",
 			 tf.dup + cf.dup + third.f.dup,
 			 tf.tid_mismatch + cf.tid_mismatch + third.f.tid_mismatch,
-			 (unsigned long long)(task_s.malformed + cpu_s.malformed));
+			 (unsigned long long)(task_s.malformed + cpu_s.malformed +
+					      exit_log.malformed));
 	ksft_test_result(tf.leaf + cf.leaf >= MIN_LEAF && !tf.leaf_bad && !cf.leaf_bad &&
 			 !third.f.leaf_bad,
 			 "records in workload_leaf are exactly the workload's chain down to thread_main <- start_thread: %zu + %zu (>= %d), %zu wrong\n",
@@ -1465,13 +1633,14 @@ int main(int argc, char **argv)
 	 * record (or a drop no record reported) fails, whatever it explains.
 	 */
 	ksft_test_result(!task_s.lost && !cpu_s.lost && !task_s.lost_records &&
-			 !cpu_s.lost_records,
-			 "no record lost in the long-lived sessions (rings of %d pages per CPU, read every %d ms): task %llu lost in %llu PERF_RECORD_LOST, cpu %llu in %llu (counted by the events: PERF_FORMAT_LOST); %zu + %zu orphan samples explained by them\n",
+			 !cpu_s.lost_records && !exit_log.lost && !exit_log.lost_records,
+			 "no record lost in the long-lived sessions (rings of %d pages per CPU, read every %d ms): task %llu lost in %llu PERF_RECORD_LOST, cpu %llu in %llu (counted by the events: PERF_FORMAT_LOST); %zu + %zu orphan samples explained by them; no sample of the exit_group() tracepoint lost: %llu in %llu\n",
 			 RING_PAGES, DRAIN_MS, (unsigned long long)task_s.lost,
 			 (unsigned long long)task_s.lost_records,
 			 (unsigned long long)cpu_s.lost,
 			 (unsigned long long)cpu_s.lost_records, tf.lost_excused,
-			 cf.lost_excused);
+			 cf.lost_excused, (unsigned long long)exit_log.lost,
+			 (unsigned long long)exit_log.lost_records);
 	ksft_test_result(shm->migrations > 0 && shm->forks > 0 && shm->execs > 0 &&
 			 third.with_samples[0] > 0 && third.with_samples[1] > 0 &&
 			 !third.f.orphans && !third.f.no_cookie_bad,
@@ -1507,5 +1676,7 @@ int main(int argc, char **argv)
 	}
 	free(tree);
 	free(cands);
+	free(xents);
+	dc_log_free(&exit_log);
 	ksft_finished();
 }
