@@ -22,7 +22,13 @@
  * in a loop the whole time, alternately per-task (on a random worker,
  * pid = tid) and CPU-wide, each for 20-80 ms, half of them disabled
  * before the close and half closed enabled (fd first or ring first), so
- * that event teardown races requests and pending task_work.
+ * that event teardown races requests and pending task_work.  And, as
+ * perf_defer.sh does, the exit_group() tracepoint (raw_syscalls/sys_enter
+ * filtered to id == 231, x86-64's __NR_exit_group: the churned processes
+ * are this 64-bit binary), one CPU-wide event per online CPU sampling
+ * every call, with defer_callchain but not defer_output (its rings get
+ * its samples only): each sample carries the cookie of its process's last
+ * kernel entry, the exit entry.
  *
  * It runs for stress_s=N seconds from the kernel command line (default
  * 15, so that it fits make check on 2 vCPUs), and stops by itself; the
@@ -40,14 +46,20 @@
  *     kernel stack: the thread's last cookie taken on the way into the
  *     final stop after the task_work ran (get_signal on its stack,
  *     dc_in_final_stop()); on the upstream C kernel only (variant=c... on
- *     /proc/cmdline), a churned process's last entry in the exit or
- *     signal path (the record lost at exit: docs/deviations.md); a lost
+ *     /proc/cmdline), the samples of a churned process's exit entry,
+ *     whose record upstream loses at exit (docs/deviations.md): those
+ *     whose (pid, tid, cookie) is that of the process's exit_group()
+ *     tracepoint sample, also one taken before do_exit() is on the
+ *     stack (none on Rust, which must write that record); a lost
  *     record of the session in the time of the sample's entry (the rule
  *     of dc_lost_in_window(), dc_util.h: per-CPU rings, so any ring of
  *     the session, by CLOCK_MONOTONIC time; drops at the end that no
  *     PERF_RECORD_LOST reports are read with PERF_FORMAT_LOST), which
  *     only separates the failures: any loss fails 5.  A sample without a
  *     cookie must be in the exit path (PF_EXITING refuses the request).
+ *     Printed, not asserted: how many churned processes' exit entries
+ *     the tracepoint saw, how many samples they excused, and how many
+ *     have their record in each session (figures: docs/tests.md).
  *  3. no record has a kernel address, a non-MISC_USER misc, no entry or
  *     the cache poison, nor (on Rust) another non-user address (upstream
  *     records a garbage return address read from frameless code:
@@ -59,7 +71,9 @@
  *     chain down to thread_main <- start_thread (DC_THREAD_FRAMES).
  *  5. nothing lost in the long-lived sessions (rings of RING_PAGES pages,
  *     read every 10 ms): no PERF_RECORD_LOST, and no drop the events
- *     counted (PERF_FORMAT_LOST) after their last record.
+ *     counted (PERF_FORMAT_LOST) after their last record; nor in the
+ *     exit_group() tracepoint's rings (a lost exit entry would be an
+ *     orphan without evidence on C, but it must not pass silently).
  *  6. the stress happened: samples in both sessions, migrations, forks,
  *     execs, third sessions of both kinds with the child's samples; and
  *     no third-session orphan without evidence.  A third session misses
