@@ -32,7 +32,7 @@ SELFTESTS := deferred_task deferred_task_32 deferred_entry deferred_threads \
 	deferred_bench deferred_bench_32 deferred_hostile deferred_hostile_32 \
 	deferred_tables deferred_tables_32 deferred_tables_fp deferred_tables_fp_32 \
 	deferred_hostile_tables deferred_tables_cache deferred_tables_signal \
-	deferred_mtexec deferred_iouring perf_defer.sh
+	deferred_tables_signal_32 deferred_mtexec deferred_iouring perf_defer.sh
 export SELFTESTS
 # The real programs (perl, gzip, bzip2, grep) under perf's DWARF unwinder
 # and the table walk: on the Rust kernels in make check (about 100 s of
@@ -63,7 +63,8 @@ SKIP_nodebug := deferred_stress:8
 NR_CACHE_RESULTS := $(shell sed -n 's/^\#define NR_RESULTS[[:space:]]*\([0-9]*\).*/\1/p' \
 	tools/testing/selftests/unwind_deferred/deferred_tables_cache.c)
 SKIP_c := $(foreach n,$(shell seq 1 $(NR_CACHE_RESULTS)),deferred_tables_cache:$(n)) perf_real.sh:1 \
-	$(foreach n,2 3 5 6 8 9,deferred_tables_signal:$(n))
+	$(foreach n,2 3 5 6 8 9,deferred_tables_signal:$(n)) \
+	$(foreach n,2 3 5 6,deferred_tables_signal_32:$(n))
 # The real programs perf_real.sh profiles on the Rust kernels, compared
 # on the host by scripts/compare-real.py (make real-programs).
 REAL_COMPARED := perl gzip bzip2 grep

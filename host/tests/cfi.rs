@@ -1000,6 +1000,7 @@ fn hdr_encodings() {
         ra: Rule::Offset(-8),
         fp: Rule::Unmentioned,
         bx: Rule::Unmentioned,
+        sp: Rule::Unmentioned,
     });
     // absptr / udata8 / udata4 / udata2 / uleb128 / sdata8 eh_frame_ptr;
     // fde_count uleb128; table udata8 absolute.

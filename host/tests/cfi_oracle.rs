@@ -215,6 +215,44 @@ fn rule_of(r: &RegisterRule<usize>) -> Option<Rule> {
     })
 }
 
+/// The rules a step uses, from gimli's, where a signal frame's FDE saves
+/// the interrupted stack pointer at CFA + `n` (the i386 vDSO since 7.3):
+/// the caller's CFA is that saved word, at sp + K + `n` for a CFA of sp +
+/// K, and each register saved at CFA + o is at sp + K + o.  Written here
+/// from DWARF's definition, apart from `Row::fold_sp`.
+fn saved_sp(
+    rules: (Cfa, Option<Rule>, Option<Rule>, Option<Rule>),
+    sp: RegisterRule<usize>,
+    signal: bool,
+    arch: Arch,
+) -> (Cfa, Option<Rule>, Option<Rule>, Option<Rule>) {
+    let (cfa, ra, fp, bx) = rules;
+    let RegisterRule::Offset(n) = sp else {
+        return rules;
+    };
+    if !signal {
+        return rules;
+    }
+    let Cfa::RegOffset(reg, k) = cfa else {
+        return (Cfa::Expression, ra, fp, bx);
+    };
+    if u64::from(reg) != arch.sp {
+        return (Cfa::Expression, ra, fp, bx);
+    }
+    let k = i64::from(k);
+    let at = |r: Option<Rule>| match r {
+        Some(Rule::Offset(o)) => Some(Rule::AtSp(i32::try_from(k + i64::from(o)).unwrap())),
+        Some(Rule::ValOffset(_)) => Some(Rule::ValExpression),
+        r => r,
+    };
+    (
+        Cfa::DerefSp(i32::try_from(k + n).unwrap()),
+        at(ra),
+        at(fp),
+        at(bx),
+    )
+}
+
 /// gimli does not tell an unmentioned register from an undefined one.
 fn same_rule(ours: Rule, gimli: Option<Rule>) -> bool {
     match (ours, gimli) {
@@ -458,7 +496,7 @@ fn check_object(path: &str) -> Result<Tally, String> {
                             }
                         }
                     };
-                    (
+                    let rules = (
                         cfa,
                         at_sp_rule(arch.ra),
                         match row.register(gimli::Register(arch.fp as u16)) {
@@ -473,7 +511,9 @@ fn check_object(path: &str) -> Result<Tally, String> {
                             r => rule_of(&r),
                         },
                         at_sp_rule(arch.bx),
-                    )
+                    );
+                    let sp = row.register(gimli::Register(arch.sp as u16));
+                    saved_sp(rules, sp, fde.cie().is_signal_trampoline(), arch)
                 });
             let mut r = Reader::new(&mut image);
             let ours = (|| {

@@ -1288,6 +1288,23 @@ fn sigreturn_insns(ws: WordSize, cfa: i64, ra: i64, fp: i64) -> Vec<u8> {
     .concat()
 }
 
+/// A signal frame's rules as the i386 vDSO's sigreturn gives them since
+/// 7.3 (`CFI_DEF_CFA esp, K; CFI_OFFSET esp/eip/ebp, ...`): CFA = sp +
+/// `k` words, and the interrupted sp, ip and fp saved at CFA + 8, 9 and
+/// 3 words (`DW_CFA_offset_extended_sf`, factored by the data alignment
+/// of -1 word).
+fn sigcontext_insns(ws: WordSize, k: u8) -> Vec<u8> {
+    let a = Arch::of(ws);
+    let (sp, fp, ra) = (a.sp as u8, a.fp as u8, a.ra as u8);
+    let w = ws.bytes() as u8;
+    let mut v = vec![0x0c, sp, k * w];
+    // sleb128 -8, -9, -3.
+    for (reg, n) in [(sp, 0x78), (ra, 0x77), (fp, 0x7d)] {
+        v.extend([0x11, reg, n]);
+    }
+    v
+}
+
 /// The hand-written cases of word size `ws`.
 fn walk_cases_of(ws: WordSize) -> Vec<WalkCase> {
     let a = Arch::of(ws);
@@ -1419,6 +1436,14 @@ fn walk_cases_of(ws: WordSize) -> Vec<WalkCase> {
             "sigreturn: CFA the saved sp, ra and fp at sp + off",
             sigreturn_insns(ws, 20 * i64::from(w), 21 * i64::from(w), 15 * i64::from(w)),
         ),
+        (
+            "sigcontext by register rules (the i386 vDSO's since 7.3): CFA sp + 4 words, sp, ra, fp saved at CFA + 8, 9, 3 words",
+            sigcontext_insns(ws, 4),
+        ),
+        (
+            "sigcontext by register rules, CFA from fp: refused",
+            vec![0x0c, fp, 2 * w, 0x11, sp, 0x78, 0x80 | ra, 1],
+        ),
     ] {
         v.push(WalkCase {
             cie: CIE_SIGNAL,
@@ -1507,6 +1532,58 @@ fn walk_by_rows_is_walk_by_step() {
         "fp_unknown",
     ] {
         assert!(refused.contains(k), "no case refused by {k}: {refused:?}");
+    }
+}
+
+/// A handler returns into a signal trampoline whose FDE starts at its
+/// first instruction, with no FDE for the byte before (the i386 vDSO's
+/// `__kernel_rt_sigreturn` since 7.3, after its nop): the return
+/// address's pc - 1 has no FDE, and the walk takes the trampoline's rows
+/// at the return address itself, as no call returns to a trampoline; the
+/// same layout whose FDE is not a signal frame's is not taken so.
+#[test]
+fn return_into_a_trampoline_whose_fde_starts_at_it() {
+    for ws in [WordSize::W8, WordSize::W4] {
+        for signal in [true, false] {
+            let w = ws.bytes();
+            let tramp = PROBE + 0x21;
+            let cie = if signal { CIE_SIGNAL } else { CIE_USUAL };
+            let (mem, _) = Obj::new(ws)
+                .fde(CODE, 0x40, vec![])
+                .fde(PROBE, 0x20, vec![])
+                .fde_of(cie, tramp, 0x10, sigcontext_insns(ws, 4))
+                .build();
+            let mut mem = mem.with_stack(ws);
+            let (sp0, fp0) = (STACK + 0x400, STACK + 0x900);
+            // The handler's return address; the sigcontext from the
+            // trampoline's CFA (sp0 + 1 word) + 4 words: the interrupted
+            // sp, ip (in PROBE's FDE) and fp.
+            let ctx = sp0 + w + 4 * w;
+            let (int_sp, int_ip, int_fp) = (STACK + 0xc00, PROBE + 4, STACK + 0xd00);
+            mem.put_word(sp0, tramp, ws);
+            mem.put_word(ctx + 8 * w, int_sp, ws);
+            mem.put_word(ctx + 9 * w, int_ip, ws);
+            mem.put_word(ctx + 3 * w, int_fp, ws);
+            let mut tables = OneObject::new(&mut mem, ws);
+            let r = regs(ws, CODE + 4, sp0, fp0);
+            // Four frames: the walk is full before it steps the last.
+            let (o, _) = table_walk(&r, &mut mem, &mut tables, 4);
+            let through = o.trace == [CODE + 4, tramp, int_ip, int_sp + PATTERN];
+            assert_eq!(
+                through, signal,
+                "{ws:?}, signal frame {signal}: {o:?} (want CODE+4, {tramp:#x}, {int_ip:#x}, {:#x} if a signal frame)",
+                int_sp + PATTERN
+            );
+            if signal {
+                assert_eq!(o.refused, [0; Cause::COUNT], "{ws:?}: {o:?}");
+                assert_eq!(o.table_frames, 3, "{ws:?}: {o:?}");
+            } else {
+                // The handler's frame only; the trampoline's is the
+                // frame pointer's.
+                assert_eq!(o.table_frames, 1, "{ws:?}: {o:?}");
+                assert!(o.refused[Cause::NoFde as usize] >= 1, "{ws:?}: {o:?}");
+            }
+        }
     }
 }
 
@@ -2308,9 +2385,20 @@ fn memo_rows(ws: WordSize) -> Vec<(&'static str, Found)> {
     // return address for it, not for `ws`.
     let other = 12 - w;
     let (sp, fp) = (a.sp as u16, a.fp as u16);
-    let pack =
-        |cfa: Cfa, ra: Rule, fp: Rule, bx: Rule| PackedRow::pack(0, Ok(Row { cfa, ra, fp, bx }), a);
     let keep = Rule::Unmentioned;
+    let pack = |cfa: Cfa, ra: Rule, fp: Rule, bx: Rule| {
+        PackedRow::pack(
+            0,
+            Ok(Row {
+                cfa,
+                ra,
+                fp,
+                bx,
+                sp: keep,
+            }),
+            a,
+        )
+    };
     let usual = pack(Cfa::RegOffset(sp, w), Rule::Offset(-w), keep, keep);
     let end = pack(Cfa::RegOffset(sp, w), Rule::Undefined, keep, keep);
     let rows = [

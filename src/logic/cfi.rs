@@ -1075,6 +1075,10 @@ pub struct Row {
     /// `%rbx` (`%ebx`): never refused, only unknown in the caller if its
     /// rule cannot be followed ([`Saved::caller`]).
     pub bx: Rule,
+    /// The stack pointer's own rule, while the interpreter runs: a row
+    /// given out has it folded into the others ([`Row::fold_sp`]) and
+    /// [`Rule::Unmentioned`].
+    pub sp: Rule,
 }
 
 impl Row {
@@ -1083,7 +1087,60 @@ impl Row {
         ra: Rule::Unmentioned,
         fp: Rule::Unmentioned,
         bx: Rule::Unmentioned,
+        sp: Rule::Unmentioned,
     };
+
+    /// The row a step uses, from the interpreter's: the stack pointer's
+    /// rule folded into the others.  Outside a signal frame's FDE
+    /// (`signal` false) it is ignored, as the CFA is the caller's stack
+    /// pointer by definition.  In a signal frame's, a saved stack pointer
+    /// is the interrupted one (the i386 vDSO's sigreturn since 7.3
+    /// describes the `sigcontext` so: CFA = `esp` + K, every register,
+    /// `esp` and the return address too, saved at CFA + its offset): the
+    /// CFA becomes the word at `sp` + K + its offset ([`Cfa::DerefSp`],
+    /// the form glibc's `__restore_rt` gives by an expression), and each
+    /// register saved at CFA + offset is saved at `sp` + K + offset
+    /// ([`Rule::AtSp`]).  Where the stack pointer is saved at CFA + offset
+    /// but the CFA is not `sp` + K, or a register's rule is the old CFA +
+    /// offset itself, the row is refused.  Other rules of the stack
+    /// pointer are ignored as before (glibc's `__restore_rt` saves it by
+    /// an expression whose value its CFA already is).
+    pub fn fold_sp(self, arch: Arch, signal: bool) -> Row {
+        let row = Row {
+            sp: Rule::Unmentioned,
+            ..self
+        };
+        let Rule::Offset(n) = self.sp else {
+            return row;
+        };
+        if !signal {
+            return row;
+        }
+        let k = match self.cfa {
+            Cfa::RegOffset(reg, k) if u64::from(reg) == arch.sp => {
+                k.checked_add(n).map(|at| (k, at))
+            }
+            _ => None,
+        };
+        let Some((k, at)) = k else {
+            return Row {
+                cfa: Cfa::Expression,
+                ..row
+            };
+        };
+        let moved = |rule: Rule| match rule {
+            Rule::Offset(o) => k.checked_add(o).map_or(Rule::Expression, Rule::AtSp),
+            Rule::ValOffset(_) => Rule::ValExpression,
+            other => other,
+        };
+        Row {
+            cfa: Cfa::DerefSp(at),
+            ra: moved(self.ra),
+            fp: moved(self.fp),
+            bx: moved(self.bx),
+            sp: Rule::Unmentioned,
+        }
+    }
 
     /// Whether [`apply`] can use this row (with the frame pointer known):
     /// the CFA is the stack or frame pointer plus an offset, the PLT
@@ -1253,6 +1310,8 @@ pub struct Scratch {
     data_align: i64,
     ra_reg: u64,
     ptr_enc: u8,
+    /// The FDE is a signal frame's ([`Row::fold_sp`]).
+    signal: bool,
     row: Row,
     initial: Row,
     /// Slots `..depth` are the remembered rows; the others are stale.
@@ -1278,6 +1337,7 @@ impl Scratch {
         data_align: 0,
         ra_reg: 0,
         ptr_enc: 0,
+        signal: false,
         row: Row::INITIAL,
         initial: Row::INITIAL,
         stack: [Row::INITIAL; MAX_STATE_DEPTH],
@@ -1325,7 +1385,14 @@ impl Interp<'_> {
             self.row.fp = rule;
         } else if reg == self.arch.bx {
             self.row.bx = rule;
+        } else if reg == self.arch.sp {
+            self.row.sp = rule;
         }
+    }
+
+    /// The current row as a step uses it ([`Row::fold_sp`]).
+    fn out_row(&self) -> Row {
+        self.row.fold_sp(self.arch, self.signal)
     }
 
     fn factored(&self, n: i64) -> Res<i32> {
@@ -1361,7 +1428,7 @@ impl Interp<'_> {
             return Ok(false);
         }
         if loc > self.loc {
-            let (at, row) = (self.st.loc, self.st.row);
+            let (at, row) = (self.st.loc, self.out_row());
             if let Some(sink) = self.sink.as_deref_mut() {
                 sink.row(at, Ok(row))?;
             }
@@ -1429,6 +1496,8 @@ impl Interp<'_> {
             self.row.fp = self.initial.fp;
         } else if reg == self.arch.bx {
             self.row.bx = self.initial.bx;
+        } else if reg == self.arch.sp {
+            self.row.sp = self.initial.sp;
         }
         Ok(())
     }
@@ -1612,7 +1681,7 @@ pub fn row_at<M: UserBytes>(r: &mut Reader<'_, M>, fde: &Fde, ws: WordSize, pc: 
     it.initial = it.row;
     it.depth = 0;
     it.run(r, fde.insns.0, fde.insns.1, false)?;
-    Ok(it.row)
+    Ok(it.out_row())
 }
 
 impl<'s> Interp<'s> {
@@ -1643,6 +1712,7 @@ impl<'s> Interp<'s> {
         st.data_align = fde.data_align;
         st.ra_reg = fde.ra_reg;
         st.ptr_enc = fde.ptr_enc;
+        st.signal = fde.signal_frame;
         st.row = Row::INITIAL;
         st.initial = Row::INITIAL;
         st.depth = 0;
@@ -1695,7 +1765,7 @@ pub fn compile<M: UserBytes>(
                     it.run(r, fde.insns.0, fde.insns.1, false)
                 });
             match res {
-                Ok(()) => Ok((it.loc, it.row)),
+                Ok(()) => Ok((it.loc, it.out_row())),
                 Err(e) => Err((it.loc, e)),
             }
         }

@@ -242,6 +242,15 @@ const PLT: &[u8] = &[
 const RESTORE_RT: &[u8] = &[
     0x0f, 4, 0x77, 0xa0, 0x01, 0x06, 0x10, 6, 3, 0x77, 0xf8, 0x00, 0x10, 16, 3, 0x77, 0xa8, 0x01,
 ];
+/// The i386 vDSO's `__kernel_rt_sigreturn` since 7.3 (a signal frame's
+/// CIE, "zRS"): CFA = esp + 160, then by `DW_CFA_offset_extended_sf`
+/// (factored by -4) esp saved at CFA + 28, eip at CFA + 56, ebp at CFA +
+/// 24, ebx at CFA + 32: the interrupted context by register rules, which
+/// the interpreter folds into CFA = *(esp + 188) and the others at esp +
+/// 160 + their offsets (`Row::fold_sp`).
+const VDSO32_RT_SIGRETURN: &[u8] = &[
+    0x0c, 4, 0xa0, 0x01, 0x11, 4, 0x79, 0x11, 8, 0x72, 0x11, 5, 0x7a, 0x11, 3, 0x78,
+];
 /// A signal frame's CIE.
 const SIGNAL: CieOpts = CieOpts { signal: true };
 /// The interrupted context of the signal frame cases.
@@ -309,6 +318,38 @@ pub const CASES: &[Case] = &[
         stack: &[(SP + 160, SP), (SP + 120, INT_FP), (SP + 168, INT_IP)],
         frame: frame(CODE, SP, Some(FP)),
         want: Err(Refusal::CfaNotAbove),
+    },
+    Case {
+        name: "i386 vDSO sigreturn (7.3): the interrupted context by register rules",
+        ws: W4,
+        image: image(W4, SIGNAL, &[], VDSO32_RT_SIGRETURN),
+        stack: &[
+            (SP + 160 + 28, SP + 0x800),
+            (SP + 160 + 56, INT_IP),
+            (SP + 160 + 24, INT_FP),
+        ],
+        frame: frame(CODE, SP, Some(FP)),
+        want: Ok(Step::Caller(Frame {
+            ip: INT_IP,
+            sp: SP + 0x800,
+            fp: Some(INT_FP),
+            ip_is_return_address: false,
+            bx: crate::logic::cfi::Saved::At(SP + 160 + 32),
+        })),
+    },
+    Case {
+        name: "sigcontext by register rules outside a signal frame: sp rule ignored",
+        ws: W4,
+        image: image(W4, PLAIN, &[], VDSO32_RT_SIGRETURN),
+        stack: &[(SP + 160 + 56, INT_IP), (SP + 160 + 24, INT_FP)],
+        frame: frame(CODE, SP, Some(FP)),
+        want: Ok(Step::Caller(Frame {
+            ip: INT_IP,
+            sp: SP + 160,
+            fp: Some(INT_FP),
+            ip_is_return_address: true,
+            bx: crate::logic::cfi::Saved::At(SP + 160 + 32),
+        })),
     },
     Case {
         name: "function entry: CFA = sp + 8, fp kept",

@@ -837,6 +837,19 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
             stats.refuse(cause);
             return None;
         }
+        // A return address that no FDE covers the byte before, at the
+        // first pc of a signal frame's FDE: a handler's return into a
+        // signal trampoline whose FDE starts at its first instruction
+        // (the i386 vDSO's since 7.3; glibc's starts a byte early, at a
+        // nop, so that `pc - 1` finds it, as unwinders look up a return
+        // address).  No call returns to a trampoline, so its rows are
+        // the frame's.  Else the refused row is refused as any.
+        Some(Ok((row, _))) if t.ip_is_ra && row.refusal() == Some(Cause::NoFde) => {
+            match tables.row(r, w.ip, w.ws) {
+                Some(Ok(found @ (_, true))) => found,
+                _ => (row, false),
+            }
+        }
         Some(Ok(found)) => found,
     };
     let step = match row.usual(w.ws) {
