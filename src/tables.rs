@@ -208,7 +208,7 @@ struct Inner {
     /// The rows of recent pcs: copies of the objects' rows, cleared
     /// whenever an object or rows are dropped.
     memo: KBox<PcMemo>,
-    /// The interpreter's state while it compiles an FDE (752 bytes, off
+    /// The interpreter's state while it compiles an FDE (880 bytes, off
     /// the kernel stack; used under the mutex, so one per mm is enough).
     scratch: KBox<Scratch>,
 }

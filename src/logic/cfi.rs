@@ -1297,7 +1297,7 @@ pub trait RowSink {
 }
 
 /// The interpreter's state, in storage its caller keeps: with its
-/// `DW_CFA_remember_state` stack, 752 bytes, too many for the kernel stack
+/// `DW_CFA_remember_state` stack, 880 bytes, too many for the kernel stack
 /// under a walk (the kernel keeps one per mm, in the cache whose mutex the
 /// walk holds while compiling; docs/design.md, "Stack use").  What it holds
 /// between uses does not matter: each use sets every field it reads, and
