@@ -13,7 +13,11 @@
  *    hits the thread in user mode or inside a system call);
  *  - hardirq: per-CPU hrtimers firing while the target thread runs;
  *  - task: a write to the control file, a busy loop in the kernel, and
- *    from a callback (the task_work) asking for another tracer.
+ *    from a callback (the task_work) asking for another tracer;
+ *  - NMI while the task_work runs: a callback sends an NMI to its own CPU,
+ *    which asks for another tracer and for the callback's own again; and
+ *    on the way out after the task_work (from a task_work of the driver's
+ *    that the callback queued behind it), the same.
  *
  * The same NMIs and interrupts can also call unwind_user() itself on the
  * target (SRC bit 2), with page faults disabled as its contract asks of an
@@ -53,6 +57,7 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/smp.h>
+#include <linux/task_work.h>
 #include <linux/uaccess.h>
 #include <linux/unwind_deferred.h>
 #include <linux/vmalloc.h>
@@ -71,8 +76,17 @@
  */
 #define UDT_ROOM	1024
 
-/* Where a request was made. */
-enum { UDT_NMI = 'N', UDT_IRQ = 'I', UDT_TASK = 'T', UDT_WORK = 'W' };
+/*
+ * Where a request was made: UDT_WORK from a callback, UDT_WORK_NMI from an
+ * NMI that the chain's first callback (or the driver's task_work after
+ * the unwinder's) sent to its own CPU.
+ */
+enum {
+	UDT_NMI = 'N', UDT_IRQ = 'I', UDT_TASK = 'T', UDT_WORK = 'W', UDT_WORK_NMI = 'M'
+};
+
+/* Where the chain's request for chain_to is made ("chain FROM TO MODE"). */
+enum { UDT_CHAIN_TASK, UDT_CHAIN_NMI, UDT_CHAIN_NMI_AFTER, UDT_CHAIN_MODES };
 
 /*
  * Labels name one kernel entry of the target thread, independently of the
@@ -148,7 +162,10 @@ static struct {
 	unsigned int		cb_epoch;	/* target's task_works run */
 	/* Callback behaviour. */
 	unsigned int		cb_delay_us;
-	int			chain_from, chain_to;
+	int			chain_from, chain_to, chain_mode;
+	/* UDT_CHAIN_NMI_AFTER: the task_work queued behind the unwinder's. */
+	struct callback_head	after_work;
+	bool			after_queued;
 	/* Logs. */
 	struct udt_req		*req;
 	struct udt_cb		*cb;
@@ -171,7 +188,7 @@ static struct {
 	atomic_t	req_task, req_work, req_lost, cb_lost, after_cancel;
 	atomic_t	irqs_off_after_request, irqs_on_in_irq, spins;
 	atomic_t	nmi_kernel_skipped, req_nmi_timer, req_nmi_spin, throttled;
-	atomic_t	uw_lost;
+	atomic_t	uw_lost, req_work_nmi, chain_nmi_missed;
 } stats;
 
 static DEFINE_PER_CPU(struct hrtimer, udt_timer);
@@ -179,6 +196,8 @@ static DEFINE_PER_CPU(atomic_t, udt_nmi_expected);
 /* Set while this CPU's timer runs for the target: its entry's label. */
 static DEFINE_PER_CPU(u32, udt_irq_label);
 static DEFINE_PER_CPU(bool, udt_in_timer);
+/* This CPU's next NMI of ours makes the chain's requests (udt_chain_nmi()). */
+static DEFINE_PER_CPU(bool, udt_chain_pending);
 
 static void udt_log_req(int ctx, bool user, u32 label, struct udt_tracer *t,
 			int rep, int ret, u64 cookie)
@@ -243,6 +262,36 @@ static void udt_requests(int ctx, bool user, u32 label)
 			ret = unwind_deferred_request(&t->work, &cookie);
 			udt_log_req(ctx, user, label, t, rep, ret, cookie);
 		}
+	}
+}
+
+/*
+ * The chain's requests ("chain FROM TO MODE"), from a callback of FROM
+ * (task context, under rcu_read_lock()) or from the NMI that such a
+ * callback, or the driver's task_work behind the unwinder's, sent to its
+ * own CPU: TO, which the entry has not asked for (0: called once more,
+ * with the same cookie and trace); from NMI also TO again and FROM, whose
+ * callback has run (1 each).  NMIs are waited for by cancel's
+ * synchronize_rcu() too.
+ */
+static void udt_chain_requests(int ctx)
+{
+	int to = READ_ONCE(udt.chain_to), from = READ_ONCE(udt.chain_from);
+	int slots[3] = { to, to, from };
+	int i, n = ctx == UDT_WORK_NMI ? 3 : 1;
+
+	for (i = 0; i < n; i++) {
+		struct udt_tracer *t = NULL;
+		u64 cookie;
+		int ret;
+
+		if (slots[i] >= 0 && slots[i] < UDT_SLOTS)
+			t = READ_ONCE(udt.slots[slots[i]]);
+		if (!t || !READ_ONCE(t->active) || !udt_room())
+			continue;
+		ret = unwind_deferred_request(&t->work, &cookie);
+		atomic_inc(ctx == UDT_WORK_NMI ? &stats.req_work_nmi : &stats.req_work);
+		udt_log_req(ctx, false, 0, t, i == 1, ret, cookie);
 	}
 }
 
@@ -321,6 +370,11 @@ static int udt_nmi(unsigned int cmd, struct pt_regs *regs)
 	if (!READ_ONCE(udt.armed) || current != READ_ONCE(udt.target) ||
 	    (current->flags & PF_EXITING))
 		return NMI_HANDLED;
+	if (__this_cpu_read(udt_chain_pending)) {
+		__this_cpu_write(udt_chain_pending, false);
+		udt_chain_requests(UDT_WORK_NMI);
+		return NMI_HANDLED;
+	}
 	if (READ_ONCE(udt.sources) & UDT_SRC_UNWIND)
 		udt_unwind(UDT_NMI);
 
@@ -368,6 +422,34 @@ static void udt_send_nmi(int cpu)
 	atomic_inc(&stats.nmi_sent);
 	/* Not send_IPI_self: x2APIC's self-IPI register takes no NMIs. */
 	__apic_send_IPI(cpu, NMI_VECTOR);
+}
+
+/*
+ * Have an NMI on this CPU make the chain's requests, and wait for it: it
+ * hits this task in the kernel, in the task_work that called this.
+ */
+static void udt_chain_nmi(void)
+{
+	int spin = 100000;
+
+	preempt_disable();
+	__this_cpu_write(udt_chain_pending, true);
+	udt_send_nmi(smp_processor_id());
+	/* cpu_relax() is a compiler barrier: the flag is read each time. */
+	while (__this_cpu_read(udt_chain_pending) && --spin)
+		cpu_relax();
+	if (__this_cpu_read(udt_chain_pending)) {
+		__this_cpu_write(udt_chain_pending, false);
+		atomic_inc(&stats.chain_nmi_missed);
+	}
+	preempt_enable();
+}
+
+/* UDT_CHAIN_NMI_AFTER: run after the unwinder's task_work, before user mode. */
+static void udt_after_fn(struct callback_head *head)
+{
+	WRITE_ONCE(udt.after_queued, false);
+	udt_chain_nmi();
 }
 
 static enum hrtimer_restart udt_timer_fn(struct hrtimer *timer)
@@ -501,20 +583,25 @@ static void udt_callback(struct unwind_work *work,
 	if (delay)
 		usleep_range(delay, delay + 10);
 
-	/* A request from the task_work, for a tracer not requested yet. */
-	if (t->slot == READ_ONCE(udt.chain_from)) {
-		int to = READ_ONCE(udt.chain_to);
-		struct udt_tracer *n;
-
-		rcu_read_lock();
-		n = to >= 0 && to < UDT_SLOTS ? READ_ONCE(udt.slots[to]) : NULL;
-		if (n && READ_ONCE(n->active) && udt_room()) {
-			u64 c;
-			int ret = unwind_deferred_request(&n->work, &c);
-
-			atomic_inc(&stats.req_work);
-			udt_log_req(UDT_WORK, false, 0, n, 0, ret, c);
+	/* Requests from the task_work, for a tracer not requested yet. */
+	if (t->slot != READ_ONCE(udt.chain_from))
+		return;
+	switch (READ_ONCE(udt.chain_mode)) {
+	case UDT_CHAIN_NMI:
+		udt_chain_nmi();
+		break;
+	case UDT_CHAIN_NMI_AFTER:
+		/* Queued during the task_work run: it runs after this one. */
+		if (current == READ_ONCE(udt.target) && !READ_ONCE(udt.after_queued)) {
+			WRITE_ONCE(udt.after_queued, true);
+			init_task_work(&udt.after_work, udt_after_fn);
+			if (task_work_add(current, &udt.after_work, TWA_RESUME))
+				WRITE_ONCE(udt.after_queued, false);
 		}
+		break;
+	default:
+		rcu_read_lock();
+		udt_chain_requests(UDT_WORK);
 		rcu_read_unlock();
 	}
 }
@@ -633,6 +720,7 @@ static void udt_reset(void)
 	WRITE_ONCE(udt.cb_delay_us, 0);
 	WRITE_ONCE(udt.chain_from, -1);
 	WRITE_ONCE(udt.chain_to, -1);
+	WRITE_ONCE(udt.chain_mode, UDT_CHAIN_TASK);
 }
 
 /*
@@ -650,7 +738,11 @@ static void udt_reset(void)
  *   nap MS                   the writer requests for every tracer in MASK,
  *                            then sleeps MS ms in the kernel
  *   delay US                 callbacks sleep US µs
- *   chain FROM TO            FROM's callback requests TO (-1: off)
+ *   chain FROM TO [MODE]     FROM's callback requests TO (-1: off); MODE
+ *                            1: from an NMI it sends to its CPU, 2: from
+ *                            an NMI sent after the unwinder's task_work
+ *                            (from a task_work FROM's callback queues);
+ *                            both also request TO again and FROM
  *   reset                    disarm, clear logs and counters
  * The write returns the command's error, if any.
  */
@@ -706,10 +798,16 @@ static ssize_t udt_ctl_write(struct file *file, const char __user *ubuf,
 		udt_disarm();
 	} else if (!strcmp(cmd, "delay") && n >= 2) {
 		WRITE_ONCE(udt.cb_delay_us, min(a1, 100000UL));
-	} else if (!strcmp(cmd, "chain") &&
-		   sscanf(buf, "%15s %ld %ld", cmd, &s1, &s2) == 3) {
-		WRITE_ONCE(udt.chain_to, s2);
-		WRITE_ONCE(udt.chain_from, s1);
+	} else if (!strcmp(cmd, "chain")) {
+		a3 = UDT_CHAIN_TASK;
+		n = sscanf(buf, "%15s %ld %ld %lu", cmd, &s1, &s2, &a3);
+		if (n < 3 || a3 >= UDT_CHAIN_MODES) {
+			ret = -EINVAL;
+		} else {
+			WRITE_ONCE(udt.chain_mode, a3);
+			WRITE_ONCE(udt.chain_to, s2);
+			WRITE_ONCE(udt.chain_from, s1);
+		}
 	} else if (!strcmp(cmd, "reset")) {
 		udt_reset();
 	} else {
@@ -888,6 +986,8 @@ static int udt_stats_show(struct seq_file *m, void *v)
 	UDT_STAT(req_nmi_spin);
 	UDT_STAT(throttled);
 	UDT_STAT(uw_lost);
+	UDT_STAT(req_work_nmi);
+	UDT_STAT(chain_nmi_missed);
 	seq_printf(m, "max_req %d\nmax_cb %d\n", UDT_MAX_REQ, UDT_MAX_CB);
 #undef UDT_STAT
 	return 0;

@@ -26,7 +26,20 @@
  *     callbacks, with the freed bits reused at once: no callback after its
  *     cancel returned, no call of a work for a request it did not make;
  *     and a cancel while a request of its work is queued (made in a long
- *     system call): that request is never called back.
+ *     system call): that request is never called back;
+ *  6. 4 with the requests made from an NMI while the task_work runs: the
+ *     first tracer's callback sends an NMI to its own CPU and waits for
+ *     it; the NMI asks for the chained tracer (0: queued, then called
+ *     once, same cookie and trace), for it again (1) and for the tracer
+ *     whose callback is running (1: already called, never again);
+ *  7. the same from an NMI after the unwinder's task_work, on the way
+ *     back to user space: the callback queues a task_work of the driver's,
+ *     which runs after the unwinder's and sends the NMI (the chained
+ *     tracer's callback then comes in one more task_work, before the
+ *     return: the same entry, the same cookie);
+ *  8. 2 with all 61 tracers registered and requesting (every bit but
+ *     perf's): the driver stops requesting while its logs are near full
+ *     (counted as throttled), so the run is short.
  *
  * Every request's context is the kernel's own word (in_nmi() and
  * in_hardirq(), logged by the driver), checked against where the driver
@@ -55,6 +68,7 @@
 #define DIR		"/sys/kernel/debug/unwind_deferred_test"
 #define NR_TRACERS	40	/* bits above 31 too */
 #define MASK		0xc000000007ULL	/* slots 0, 1, 2, 38, 39 */
+#define ALL_TRACERS	61	/* BITS_PER_LONG - 2, less perf's */
 #define CHAIN_TO	20	/* requested only by slot 0's callback */
 #define MAX_REQ		(1 << 18)
 #define MAX_CB		(1 << 14)
@@ -80,6 +94,9 @@ static struct cb *cbs;
 static size_t nr_req, nr_cb, malformed;
 static int ctl = -1;
 static bool is_rust;
+/* The tracers registered and the ones that request (test 8: all). */
+static int nr_tracers = NR_TRACERS;
+static uint64_t req_mask = MASK;
 static int bit_of_slot[64];
 static uint32_t gen_of_slot[64];
 
@@ -502,7 +519,7 @@ static void check_run(uint32_t tid, struct verdict *v,
 		if (!r->cookie)
 			v->zero_cookie++;
 		/* An NMI counts as a hardirq too (nmi_enter()). */
-		if (r->nmi && r->hardirq && r->ctx == 'N')
+		if (r->nmi && r->hardirq && (r->ctx == 'N' || r->ctx == 'M'))
 			v->in_nmi++;
 		else if (!r->nmi && r->hardirq && r->ctx == 'I')
 			v->in_irq++;
@@ -784,7 +801,7 @@ static int setup_tracers(void)
 {
 	cmd("reset");
 	cancel_all();
-	return register_range(0, NR_TRACERS);
+	return register_range(0, nr_tracers);
 }
 
 static void stop_target(struct target_arg *a, pthread_t *th)
@@ -814,7 +831,7 @@ static void run_target(unsigned int ms, unsigned int period_us,
 		ksft_exit_fail_msg("pthread_create\n");
 	while (!a->tid)
 		usleep(1000);
-	if (cmd("arm %d %llx 3 %u", a->tid, (unsigned long long)MASK,
+	if (cmd("arm %d %llx 3 %u", a->tid, (unsigned long long)req_mask,
 		period_us))
 		ksft_print_msg("arm failed: %s\n", strerror(errno));
 	a->go = 1;
@@ -866,20 +883,33 @@ static void test_nmi(const char *name, unsigned int ms, unsigned int period,
 	cancel_all();
 }
 
-static void test_chain(void)
+/*
+ * Test 4 (@mode 0: the request from the callback), 6 (1: from an NMI the
+ * callback sends to its CPU) and 7 (2: from an NMI after the unwinder's
+ * task_work): rounds of one "request" system call each, MASK's 5 tracers
+ * asking twice; slot 0's callback starts the chain.
+ */
+static void test_chain(int mode)
 {
+	static const char *const names[] = {
+		"chain", "chain from NMI in the task_work",
+		"chain from NMI after the task_work",
+	};
+	const char *name = names[mode];
 	struct verdict v;
-	int tid = gettid(), iters = 50, chained = 0, bad = 0;
+	int tid = gettid(), iters = 50, chained = 0, bad = 0, again = 0, others = 0;
+	size_t want_reqs = mode ? 3 : 1;
+	long nmi_reqs;
 
 	if (setup_tracers() || register_range(CHAIN_TO, CHAIN_TO + 1) != -EEXIST) {
-		ksft_test_result_fail("chain: cannot register tracers\n");
+		ksft_test_result_fail("%s: cannot register tracers\n", name);
 		return;
 	}
 	read_tracers();
 	/* No timers: only this thread's own requests, one per system call. */
 	if (cmd("arm %d %llx 0 1000000", tid, (unsigned long long)MASK) ||
-	    cmd("chain 0 %d", CHAIN_TO)) {
-		ksft_test_result_fail("chain: arm\n");
+	    cmd("chain 0 %d %d", CHAIN_TO, mode)) {
+		ksft_test_result_fail("%s: arm\n", name);
 		return;
 	}
 	for (int i = 0; i < iters; i++)
@@ -887,29 +917,50 @@ static void test_chain(void)
 	cmd("disarm");
 	read_logs();
 	check_run(tid, &v, always);
-	print_verdict("chain", &v);
-	/* Each request round: one cookie, 5 callbacks, then CHAIN_TO once. */
+	print_verdict(name, &v);
+	/*
+	 * Each round: one cookie, 5 callbacks, then CHAIN_TO's once.  The
+	 * chain's requests ('W' from the callback, 'M' from the NMI): for
+	 * CHAIN_TO (0, then 1 from NMI) and, from NMI, for slot 0 (1): each
+	 * with exactly one callback of its tracer and cookie.
+	 */
 	for (size_t i = 0; i < nr_req; i++) {
 		const struct req *r = &reqs[i];
+		bool to = r->slot == CHAIN_TO;
 		int n = 0;
 
-		if (r->ctx != 'W')
+		if (r->ctx != 'W' && r->ctx != 'M') {
+			others += r->ctx != 'T';
 			continue;
-		chained++;
-		if (r->ret != 0 || r->slot != CHAIN_TO)
+		}
+		if (r->ctx != (mode ? 'M' : 'W') || (mode && (!r->nmi || !r->hardirq)) ||
+		    (!to && r->slot != 0)) {
 			bad++;
+			continue;
+		}
+		if (to && !r->rep) {
+			chained++;
+			bad += r->ret != 0;
+		} else {
+			again++;
+			bad += r->ret != 1;
+		}
 		for (size_t j = 0; j < nr_cb; j++)
-			if (cbs[j].slot == CHAIN_TO && cbs[j].cookie == r->cookie)
+			if (cbs[j].slot == r->slot && cbs[j].cookie == r->cookie)
 				n++;
-		if (n != 1)
-			bad++;
+		bad += n != 1;
 	}
-	ksft_print_msg("chain: %d rounds, %d chained requests, %d bad, %zu callbacks (want %d)\n",
-		       iters, chained, bad, nr_cb, iters * 6);
-	ksft_test_result(verdict_clean(&v) && stats_clean() && !bad &&
-			 chained == iters && v.cookies == (size_t)iters &&
-			 nr_cb == (size_t)iters * 6,
-			 "chain: a request from a callback runs once more, same cookie and trace\n");
+	nmi_reqs = stat_of("req_work_nmi");
+	ksft_print_msg("%s: %d rounds, %d chained requests (0: queued), %d repeated or for the running tracer (1), %d bad, %d of another context; %ld from NMI, %ld NMIs not delivered in time; %zu callbacks (want %d)\n",
+		       name, iters, chained, again, bad, others, nmi_reqs,
+		       stat_of("chain_nmi_missed"), nr_cb, iters * 6);
+	ksft_test_result(verdict_clean(&v) && stats_clean() && !bad && !others &&
+			 chained == iters && (size_t)(chained + again) == iters * want_reqs &&
+			 nmi_reqs == (mode ? iters * 3 : 0) && !stat_of("chain_nmi_missed") &&
+			 v.cookies == (size_t)iters && nr_cb == (size_t)iters * 6 &&
+			 (!mode || v.in_nmi == (size_t)iters * 3),
+			 "%s: the request runs once more, same cookie and trace%s\n", name,
+			 mode ? "; a repeat and the running tracer's own answer 1" : "");
 	cmd("chain -1 -1");
 	cancel_all();
 }
@@ -1087,7 +1138,7 @@ static void test_cancel_race(void)
 int main(int argc, char **argv)
 {
 	ksft_print_header();
-	ksft_set_plan(5);
+	ksft_set_plan(8);
 	if (dc_syms_load())
 		ksft_exit_fail_msg("cannot read own symbol table\n");
 	if (access(DIR, F_OK))
@@ -1113,8 +1164,14 @@ int main(int argc, char **argv)
 	 * with lockdep an NMI takes tens of us; faster ones coalesce). */
 	test_nmi("NMI storm with task-context requests", 600, 50, 10000,
 		 true, false);
-	test_chain();
+	test_chain(0);
 	test_cancel_race();
+	test_chain(1);
+	test_chain(2);
+	nr_tracers = ALL_TRACERS;
+	req_mask = (1ULL << ALL_TRACERS) - 1;
+	test_nmi("all 61 tracers requesting from NMI, IRQ and task", 400, 500, 2000,
+		 true, true);
 	cmd("reset");
 	ksft_finished();
 }
