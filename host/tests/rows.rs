@@ -2243,27 +2243,24 @@ fn memo_answers_only_what_was_put() {
             // From 2^60 (too large to have a key) to 2^64 - 1.
             _ => rng.next() | (1 << 60),
         };
-        let ws = if rng.next() % 3 == 0 {
+        let ws = if rng.next().is_multiple_of(3) {
             WordSize::W4
         } else {
             WordSize::W8
         };
-        if rng.next() % 2 == 0 {
+        if rng.next().is_multiple_of(2) {
             let f = row(&mut rng);
             memo.put(pc, ws, f);
             model.insert((pc, ws == WordSize::W4), f);
         }
-        match memo.get(pc, ws) {
-            Some(got) => {
-                hits += 1;
-                assert!(pc >> 60 == 0, "pc {pc:#x} remembered");
-                assert_eq!(
-                    Some(&got),
-                    model.get(&(pc, ws == WordSize::W4)),
-                    "pc {pc:#x} {ws:?}"
-                );
-            }
-            None => {}
+        if let Some(got) = memo.get(pc, ws) {
+            hits += 1;
+            assert!(pc >> 60 == 0, "pc {pc:#x} remembered");
+            assert_eq!(
+                Some(&got),
+                model.get(&(pc, ws == WordSize::W4)),
+                "pc {pc:#x} {ws:?}"
+            );
         }
         if round % 50_000 == 49_999 {
             memo.clear();
@@ -2352,7 +2349,7 @@ fn memo_keeps_the_last_two_pcs_of_a_set() {
     let mut rng = Rng(0x2_3a11);
     for i in 0..20_000u64 {
         let pc = same[(rng.next() % 4) as usize];
-        if rng.next() % 2 == 0 {
+        if rng.next().is_multiple_of(2) {
             let f = found(i);
             match model.iter().position(|&(p, _)| p == pc) {
                 Some(j) => model[j] = (pc, f),
