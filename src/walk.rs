@@ -186,6 +186,68 @@ mod tests {
         }
     }
 
+    /// `read_word()` and `read_pair()` (`get_user()` and a user-access
+    /// window, `include/linux/unwind_user_rust_uaccess.h`) on a page the
+    /// test maps in its own thread's mm (KUnit attaches one): the words,
+    /// a compat word zero-extended; nothing for a word or pair that
+    /// reaches past the page (the next one is not mapped, or not this
+    /// mapping's: the guard of `vm_mmap()`'s placement is not asked for,
+    /// so the test maps two pages and reads at the end of the first after
+    /// unmapping the second), nor at a kernel address.
+    #[test]
+    fn user_word_reads() {
+        // uapi/asm-generic/mman-common.h (the kernel crate has no binding).
+        const PROT_RW: usize = 0x1 | 0x2;
+        const MAP_PRIVATE_ANON: usize = 0x02 | 0x20;
+        const PAGE: usize = 4096;
+        // SAFETY: Called in a KUnit test, which is running.
+        let test = unsafe { bindings::kunit_get_current_test() };
+        assert!(!test.is_null());
+        // SAFETY: `test` is the running test; KUnit unmaps the area when
+        // the test ends.
+        let base = unsafe {
+            bindings::kunit_vm_mmap(
+                test,
+                core::ptr::null_mut(),
+                0,
+                2 * PAGE,
+                PROT_RW,
+                MAP_PRIVATE_ANON,
+                0,
+            )
+        };
+        assert!(base != 0 && base < 1 << 47);
+        let end = base + PAGE;
+        let words: [u64; 2] = [0x1122_3344_5566_7788, 0x99aa_bbcc_ddee_ff00];
+        let mut bytes = [0u8; 16];
+        for (chunk, w) in bytes.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        let mut writer = UserSlice::new(UserPtr::from_addr(end - 16), 16).writer();
+        assert!(writer.write_slice(&bytes).is_ok());
+        // SAFETY: `end` is page-aligned inside the test's own mapping.
+        assert_eq!(unsafe { bindings::vm_munmap(end, PAGE) }, 0);
+
+        let mut m = CurrentUserMemory;
+        let a = (end - 16) as u64;
+        assert_eq!(m.read_word(a, WordSize::W8), Some(words[0]));
+        assert_eq!(m.read_word(a + 8, WordSize::W8), Some(words[1]));
+        assert_eq!(m.read_word(a, WordSize::W4), Some(0x5566_7788));
+        assert_eq!(m.read_word(a + 4, WordSize::W4), Some(0x1122_3344));
+        assert_eq!(m.read_pair(a, WordSize::W8), Some((words[0], words[1])));
+        assert_eq!(m.read_pair(a + 8, WordSize::W4), Some((0xddee_ff00, 0x99aa_bbcc)));
+        // Past the end of the page, or across it.
+        assert_eq!(m.read_word(a + 16, WordSize::W8), None);
+        assert_eq!(m.read_word(a + 12, WordSize::W8), None);
+        assert_eq!(m.read_word(a + 16, WordSize::W4), None);
+        assert_eq!(m.read_pair(a + 8, WordSize::W8), None);
+        assert_eq!(m.read_pair(a + 12, WordSize::W4), None);
+        // A kernel address.
+        let k = core::ptr::from_ref(&words) as u64;
+        assert_eq!(m.read_word(k, WordSize::W8), None);
+        assert_eq!(m.read_pair(k, WordSize::W8), None);
+    }
+
     #[test]
     fn kernel_thread_has_no_user_stack() {
         // KUnit runs tests in a kernel thread.
