@@ -251,6 +251,17 @@ const RESTORE_RT: &[u8] = &[
 const VDSO32_RT_SIGRETURN: &[u8] = &[
     0x0c, 4, 0xa0, 0x01, 0x11, 4, 0x79, 0x11, 8, 0x72, 0x11, 5, 0x7a, 0x11, 3, 0x78,
 ];
+/// The caller [`VDSO32_RT_SIGRETURN`]'s rules give from [`SP`]: the
+/// interrupted ip and fp, at stack pointer `sp`, `%ebx` at SP + 192.
+const fn sigcontext_caller(sp: u64, ip_is_return_address: bool) -> Result<Step, Refusal> {
+    Ok(Step::Caller(Frame {
+        ip: INT_IP,
+        sp,
+        fp: Some(INT_FP),
+        ip_is_return_address,
+        bx: crate::logic::cfi::Saved::At(SP + 160 + 32),
+    }))
+}
 /// A signal frame's CIE.
 const SIGNAL: CieOpts = CieOpts { signal: true };
 /// The interrupted context of the signal frame cases.
@@ -329,13 +340,7 @@ pub const CASES: &[Case] = &[
             (SP + 160 + 24, INT_FP),
         ],
         frame: frame(CODE, SP, Some(FP)),
-        want: Ok(Step::Caller(Frame {
-            ip: INT_IP,
-            sp: SP + 0x800,
-            fp: Some(INT_FP),
-            ip_is_return_address: false,
-            bx: crate::logic::cfi::Saved::At(SP + 160 + 32),
-        })),
+        want: sigcontext_caller(SP + 0x800, false),
     },
     Case {
         name: "sigcontext by register rules outside a signal frame: sp rule ignored",
@@ -343,13 +348,7 @@ pub const CASES: &[Case] = &[
         image: image(W4, PLAIN, &[], VDSO32_RT_SIGRETURN),
         stack: &[(SP + 160 + 56, INT_IP), (SP + 160 + 24, INT_FP)],
         frame: frame(CODE, SP, Some(FP)),
-        want: Ok(Step::Caller(Frame {
-            ip: INT_IP,
-            sp: SP + 160,
-            fp: Some(INT_FP),
-            ip_is_return_address: true,
-            bx: crate::logic::cfi::Saved::At(SP + 160 + 32),
-        })),
+        want: sigcontext_caller(SP + 160, true),
     },
     Case {
         name: "function entry: CFA = sp + 8, fp kept",
