@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dc_util.h"
@@ -805,6 +806,119 @@ long dc_tp_id(const char *system, const char *name)
 		fclose(f);
 	}
 	return id;
+}
+
+int dc_tp_rings_open(struct dc_ring *r, const int *cpus, int nr,
+		     const char *system, const char *name, const char *filter,
+		     size_t data_pages, int id0)
+{
+	long id = dc_tp_id(system, name);
+	struct perf_event_attr attr;
+	int err = 0, i;
+
+	if (id < 0) {
+		printf("# no tracepoint %s/%s (tracefs, CONFIG_TRACEPOINTS)\n", system, name);
+		return -ENOENT;
+	}
+	dc_attr_init(&attr, 1, false);
+	attr.type = PERF_TYPE_TRACEPOINT;
+	attr.config = id;
+	attr.use_clockid = 1;
+	attr.clockid = CLOCK_MONOTONIC;
+	attr.read_format = PERF_FORMAT_LOST;
+	for (i = 0; i < nr; i++) {
+		err = dc_ring_open(&r[i], &attr, -1, cpus[i], data_pages, id0 + i);
+		if (err) {
+			printf("# tracepoint %s/%s on CPU %d: %s\n", system, name, cpus[i],
+			       strerror(-err));
+			break;
+		}
+		if (ioctl(r[i].fd, PERF_EVENT_IOC_SET_FILTER, filter)) {
+			err = -errno;
+			printf("# tracepoint %s/%s on CPU %d: filter \"%s\": %s\n", system,
+			       name, cpus[i], filter, strerror(-err));
+			i++;	/* close this one too */
+			break;
+		}
+	}
+	if (err)
+		dc_rings_close(r, i);
+	return err;
+}
+
+void dc_tp_collect(struct dc_ring *r, int nr, struct dc_tp_hits *h)
+{
+	for (int i = 0; i < nr; i++) {
+		dc_ring_drain(&r[i], &h->log);
+		for (size_t j = 0; j < h->log.nr_samples; j++) {
+			const struct dc_sample *s = &h->log.samples[j];
+			struct dc_tp_hit *x;
+
+			GROW(h->v, h->nr, h->cap);
+			x = &h->v[h->nr++];
+			memset(x, 0, sizeof(*x));
+			x->pid = s->pid;
+			x->tid = s->tid;
+			x->cookie = s->ends_deferred ? s->cookie : 0;
+			x->time = s->time;
+		}
+		h->samples += h->log.nr_samples;
+		h->records += h->log.nr_deferred;
+		h->sorted = h->sorted && !h->log.nr_samples;
+		h->log.nr_samples = h->log.nr_deferred = 0;
+	}
+}
+
+int dc_tp_finish(struct dc_ring *r, int nr, struct dc_tp_hits *h)
+{
+	int err = 0;
+
+	dc_rings_ioctl(r, nr, PERF_EVENT_IOC_DISABLE);
+	dc_tp_collect(r, nr, h);
+	for (int i = 0; i < nr; i++) {
+		long long n = dc_ring_read_lost(&r[i], &h->log);
+
+		if (n < 0 && !err)
+			err = (int)n;
+	}
+	dc_rings_close(r, nr);
+	return err;
+}
+
+static int cmp_tp_hit(const void *a, const void *b)
+{
+	const struct dc_tp_hit *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->cookie != y->cookie)
+		return x->cookie < y->cookie ? -1 : 1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+void dc_tp_sort(struct dc_tp_hits *h)
+{
+	qsort(h->v, h->nr, sizeof(*h->v), cmp_tp_hit);
+	h->sorted = true;
+}
+
+struct dc_tp_hit *dc_tp_find(struct dc_tp_hits *h, uint32_t pid, uint32_t tid,
+			     uint64_t cookie)
+{
+	struct dc_tp_hit key = { .pid = pid, .tid = tid, .cookie = cookie };
+
+	if (!cookie || !h->nr)
+		return NULL;
+	if (!h->sorted)
+		dc_tp_sort(h);
+	return bsearch(&key, h->v, h->nr, sizeof(*h->v), cmp_tp_hit);
+}
+
+void dc_tp_free(struct dc_tp_hits *h)
+{
+	free(h->v);
+	dc_log_free(&h->log);
+	memset(h, 0, sizeof(*h));
 }
 
 int dc_online_cpus(int *cpus, int max)

@@ -402,6 +402,73 @@ void dc_rings_close(struct dc_ring *r, int nr);
  * PERF_TYPE_TRACEPOINT event's config; -1 if there is none.
  */
 long dc_tp_id(const char *system, const char *name);
+/*
+ * Tracepoint samples as evidence of a task's last kernel entry.
+ *
+ * Upstream 7.3 loses the record of a task's last kernel entry when that
+ * entry's unwind is still pending at do_exit() (docs/deviations.md).  A
+ * test excuses such a sample on the C kernel only if a tracepoint sample
+ * the task took in that entry, before do_exit() set PF_EXITING, carries
+ * the same cookie (every request of one entry gets the entry's cookie):
+ * raw_syscalls/sys_enter filtered to exit_group() (id == 231 on x86-64,
+ * 252 on i386) for a task that exits by itself, signal/signal_deliver
+ * filtered to sig == 9 for one killed by a signal (get_signal() traces the
+ * SIGKILL of a group exit, SIGNAL_GROUP_EXIT or group_exec_task, and then
+ * calls do_group_exit(), in kernel/signal.c).  Neither returns to user
+ * space: the cookie is the task's last.
+ *
+ * dc_tp_rings_open() opens tracepoint @system/@name with @filter as one
+ * CPU-wide event per CPU of @cpus (@nr of them, ring ids @id0 on), every
+ * hit sampled, disabled: defer_callchain (its samples carry the cookie),
+ * not defer_output (its rings get its samples only), CLOCK_MONOTONIC,
+ * read_format PERF_FORMAT_LOST (for dc_ring_read_lost()).  Returns 0,
+ * -ENOENT if there is no such tracepoint, or -errno (printed as a "# "
+ * line with the CPU and the step that failed); on failure no ring is open.
+ */
+int dc_tp_rings_open(struct dc_ring *r, const int *cpus, int nr,
+		     const char *system, const char *name, const char *filter,
+		     size_t data_pages, int id0);
+
+/* One tracepoint sample: its task, and its cookie (0: it had none). */
+struct dc_tp_hit {
+	uint32_t pid, tid;
+	uint64_t cookie;
+	uint64_t time;
+	const void *mark;	/* the caller's, NULL to begin with */
+};
+
+/*
+ * Every sample of a tracepoint's rings.  @log keeps the rings' losses,
+ * lost records and malformed records for the caller to check (its samples
+ * and records are moved out at each dc_tp_collect()); @records counts the
+ * deferred records the rings had (none is expected: no defer_output).
+ */
+struct dc_tp_hits {
+	struct dc_tp_hit *v;
+	size_t nr, cap;
+	bool sorted;
+	uint64_t samples, records;
+	struct dc_log log;
+};
+
+/* Drain @nr rings @r: each sample's (pid, tid, cookie, time) into @h. */
+void dc_tp_collect(struct dc_ring *r, int nr, struct dc_tp_hits *h);
+/*
+ * Disable the rings, collect what is left, add the drops no
+ * PERF_RECORD_LOST reported (dc_ring_read_lost()) to @h->log and close
+ * them.  Returns 0 or -errno (of reading a lost count).
+ */
+int dc_tp_finish(struct dc_ring *r, int nr, struct dc_tp_hits *h);
+/*
+ * The sample of (@pid, @tid) whose cookie is @cookie, or NULL (always
+ * for cookie 0).  Sorts @h first if it is not (dc_tp_sort()); a caller
+ * that drops elements of @h->v clears @h->sorted.
+ */
+struct dc_tp_hit *dc_tp_find(struct dc_tp_hits *h, uint32_t pid, uint32_t tid,
+			     uint64_t cookie);
+void dc_tp_sort(struct dc_tp_hits *h);
+void dc_tp_free(struct dc_tp_hits *h);
+
 /* The online CPUs (/sys/devices/system/cpu/online), at most @max. */
 int dc_online_cpus(int *cpus, int max);
 /* Is @pid the idle task (0) or a kernel thread (PF_KTHREAD)?  -1: gone. */

@@ -567,56 +567,24 @@ static void build_tree(void)
 /*
  * The exit entries: every sample of the exit_group() tracepoint (a
  * CPU-wide event per CPU, filtered to id == NR_EXIT_GROUP) while the
- * sessions were enabled, its (pid, tid, cookie); after build_tree(), only
- * those of the child's tree, sorted by tid and cookie.  The cookie is that
- * of the task's last kernel entry, exit_group(), which every sample of
- * that entry carries too.
+ * sessions were enabled, its (pid, tid, cookie) (dc_tp_collect()); after
+ * build_tree(), only those of the child's tree.  The cookie is that of the
+ * task's last kernel entry, exit_group(), which every sample of that entry
+ * carries too.  An entry's mark is the last session it excused a sample
+ * in.  exits.log keeps the tracepoint's losses.
  */
-struct xent {
-	uint32_t pid, tid;
-	uint64_t cookie;		/* 0: the sample had none */
-	const struct sess *excused_in;	/* the last session it excused a sample in */
-};
+static struct dc_tp_hits exits;
 
-static struct xent *xents;
-static size_t nr_xents, cap_xents;
-
-static int cmp_xent(const void *a, const void *b)
-{
-	const struct xent *x = a, *y = b;
-
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
-}
-
-/* Keep the exit entries of the child's tree only, sorted. */
+/* Keep the exit entries of the child's tree only. */
 static void keep_tree_exits(void)
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i < nr_xents; i++)
-		if (in_tree(xents[i].pid))
-			xents[n++] = xents[i];
-	nr_xents = n;
-	qsort(xents, nr_xents, sizeof(*xents), cmp_xent);
-}
-
-/* The exit entry of (@pid, @tid) whose cookie is @cookie, or NULL. */
-static struct xent *exit_entry(uint32_t pid, uint32_t tid, uint64_t cookie)
-{
-	struct xent key = { .tid = tid, .cookie = cookie }, *x;
-
-	if (!cookie)
-		return NULL;
-	x = bsearch(&key, xents, nr_xents, sizeof(*xents), cmp_xent);
-	/* Equal neighbours (a pid reused) are adjacent: look at them all. */
-	while (x && x > xents && !cmp_xent(x - 1, &key))
-		x--;
-	for (; x && x < xents + nr_xents && !cmp_xent(x, &key); x++)
-		if (x->pid == pid)
-			return x;
-	return NULL;
+	for (size_t i = 0; i < exits.nr; i++)
+		if (in_tree(exits.v[i].pid))
+			exits.v[n++] = exits.v[i];
+	exits.nr = n;
+	exits.sorted = false;
 }
 
 static int cmp_smp(const void *a, const void *b)
@@ -805,7 +773,7 @@ static void analyze(struct sess *S, int filter, bool third, struct fig *f)
 			bool churned = s->pid != (uint32_t)child_pid;
 			const struct dc_lost *l = NULL;
 			uint64_t wlo = 0, whi = UINT64_MAX;
-			struct xent *x;
+			struct dc_tp_hit *x;
 
 			if (!counted(filter, s->pid)) {
 				f->foreign++;
@@ -860,12 +828,12 @@ static void analyze(struct sess *S, int filter, bool third, struct fig *f)
 			 * churned process's exit entry is named by the cookie
 			 * of its exit_group() tracepoint sample.
 			 */
-			x = is_c && churned ? exit_entry(s->pid, s->tid, s->cookie) : NULL;
+			x = is_c && churned ? dc_tp_find(&exits, s->pid, s->tid, s->cookie) : NULL;
 			if (x) {
 				f->exit_c++;
-				if (x->excused_in != S)
+				if (x->mark != S)
 					f->exit_c_entries++;
-				x->excused_in = S;
+				x->mark = S;
 				if (evidence++ < 3)
 					print_kstack("excused on upstream C: the record of its exit_group() entry lost at exit",
 						     s);
@@ -1108,59 +1076,18 @@ static void open_rings(struct dc_ring *r, pid_t pid, bool cpu_wide, bool inherit
 /*
  * The exit_group() tracepoint: raw_syscalls/sys_enter filtered to id ==
  * NR_EXIT_GROUP (the churned processes are this 64-bit binary), one
- * CPU-wide event per CPU, every call sampled, with defer_callchain (the
- * sample carries the cookie of the exit entry) but not defer_output (its
- * ring gets its samples only).
+ * CPU-wide event per CPU, every call sampled (dc_tp_rings_open()).
  */
 static void open_exit_rings(struct dc_ring *r)
 {
-	long id = dc_tp_id("raw_syscalls", "sys_enter");
-	struct perf_event_attr attr;
 	char filter[32];
+	int err;
 
-	if (id < 0)
-		ksft_exit_fail_msg("no raw_syscalls/sys_enter tracepoint (tracefs, CONFIG_TRACEPOINTS)\n");
-	dc_attr_init(&attr, 1, false);
-	attr.type = PERF_TYPE_TRACEPOINT;
-	attr.config = id;
-	set_clock_lost(&attr);
 	snprintf(filter, sizeof(filter), "id == %d", NR_EXIT_GROUP);
-	for (int i = 0; i < nr_cpus; i++) {
-		int err = dc_ring_open(&r[i], &attr, -1, cpus[i], EXIT_PAGES, i);
-
-		if (err)
-			ksft_exit_fail_msg("exit_group() tracepoint on CPU %d: %s\n", cpus[i],
-					   strerror(-err));
-		if (ioctl(r[i].fd, PERF_EVENT_IOC_SET_FILTER, filter))
-			ksft_exit_fail_msg("exit_group() tracepoint on CPU %d: filter \"%s\": %s\n",
-					   cpus[i], filter, strerror(errno));
-	}
-}
-
-/* The tracepoint's log: its losses stay counted in it. */
-static struct dc_log exit_log;
-static uint64_t exit_samples, exit_records;
-
-/* Read the tracepoint's rings: keep each sample's (pid, tid, cookie). */
-static void drain_exits(struct dc_ring *r)
-{
-	for (int i = 0; i < nr_cpus; i++) {
-		dc_ring_drain(&r[i], &exit_log);
-		for (size_t j = 0; j < exit_log.nr_samples; j++) {
-			const struct dc_sample *s = &exit_log.samples[j];
-			struct xent *x;
-
-			GROWV(xents, nr_xents, cap_xents);
-			x = &xents[nr_xents++];
-			memset(x, 0, sizeof(*x));
-			x->pid = s->pid;
-			x->tid = s->tid;
-			x->cookie = s->ends_deferred ? s->cookie : 0;
-		}
-		exit_samples += exit_log.nr_samples;
-		exit_records += exit_log.nr_deferred;
-		exit_log.nr_samples = exit_log.nr_deferred = 0;
-	}
+	err = dc_tp_rings_open(r, cpus, nr_cpus, "raw_syscalls", "sys_enter", filter,
+			       EXIT_PAGES, 0);
+	if (err)
+		ksft_exit_fail_msg("the exit_group() tracepoint: %s\n", strerror(-err));
 }
 
 static uint64_t mono_ns(void)
@@ -1427,8 +1354,8 @@ static void print_exits(const struct sess *task, const struct sess *cpu,
 {
 	size_t seen = 0, no_cookie = 0, in_task = 0, in_cpu = 0;
 
-	for (size_t i = 0; i < nr_xents; i++) {
-		const struct xent *x = &xents[i];
+	for (size_t i = 0; i < exits.nr; i++) {
+		const struct dc_tp_hit *x = &exits.v[i];
 		uint64_t tmin = UINT64_MAX, tmax = 0;
 
 		if (x->pid == (uint32_t)child_pid)
@@ -1442,12 +1369,12 @@ static void print_exits(const struct sess *task, const struct sess *cpu,
 		in_cpu += find_times(cpu, x->pid, x->tid, x->cookie, &tmin, &tmax) > 0;
 	}
 	ksft_print_msg("exit_group() entries (the tracepoint's samples, %llu in all): %zu of the %d churned processes, %zu without a cookie; with their record: task %zu, cpu %zu; samples excused by them (upstream C only): task %zu in %zu entries, cpu %zu in %zu entries; tracepoint lost %llu in %llu PERF_RECORD_LOST, %llu records in its ring, malformed %llu\n",
-		       (unsigned long long)exit_samples, seen, shm->nr_pids, no_cookie,
+		       (unsigned long long)exits.samples, seen, shm->nr_pids, no_cookie,
 		       in_task, in_cpu, tf->exit_c, tf->exit_c_entries, cf->exit_c,
-		       cf->exit_c_entries, (unsigned long long)exit_log.lost,
-		       (unsigned long long)exit_log.lost_records,
-		       (unsigned long long)exit_records,
-		       (unsigned long long)exit_log.malformed);
+		       cf->exit_c_entries, (unsigned long long)exits.log.lost,
+		       (unsigned long long)exits.log.lost_records,
+		       (unsigned long long)exits.records,
+		       (unsigned long long)exits.log.malformed);
 }
 
 int main(int argc, char **argv)
@@ -1458,7 +1385,7 @@ int main(int argc, char **argv)
 	struct third third = { 0 };
 	long dur_s, t0, t_stop = 0, k4k_base, k4k_end = -1, t_end, k4k_during = -1;
 	const char *k4k_src = "none";
-	int go[2], st = 0, tries = 0;
+	int go[2], st = 0, tries = 0, err;
 	bool stopped = false, capped = false;
 	size_t drains = 0;
 
@@ -1526,7 +1453,7 @@ int main(int argc, char **argv)
 		usleep(DRAIN_MS * 1000);
 		drain(&task_s, task_r, nr_cpus);
 		drain(&cpu_s, cpu_r, nr_cpus);
-		drain_exits(exit_r);
+		dc_tp_collect(exit_r, nr_cpus, &exits);
 		drains++;
 		now = now_ms();
 		if (!shm->stop) {
@@ -1561,25 +1488,25 @@ int main(int argc, char **argv)
 	}
 	dc_rings_ioctl(task_r, nr_cpus, PERF_EVENT_IOC_DISABLE);
 	dc_rings_ioctl(cpu_r, nr_cpus, PERF_EVENT_IOC_DISABLE);
-	dc_rings_ioctl(exit_r, nr_cpus, PERF_EVENT_IOC_DISABLE);
+	err = dc_tp_finish(exit_r, nr_cpus, &exits);
+	if (err)
+		ksft_exit_fail_msg("reading the exit_group() tracepoint's lost counts: %s\n",
+				   strerror(-err));
 	drain(&task_s, task_r, nr_cpus);
 	drain(&cpu_s, cpu_r, nr_cpus);
-	drain_exits(exit_r);
 	/* Drops after a ring's last record: no PERF_RECORD_LOST reports them. */
 	for (int i = 0; i < nr_cpus; i++) {
 		long long a = dc_ring_read_lost(&task_r[i], &task_s.tmp);
 		long long b = dc_ring_read_lost(&cpu_r[i], &cpu_s.tmp);
-		long long c = dc_ring_read_lost(&exit_r[i], &exit_log);
 
-		if (a < 0 || b < 0 || c < 0)
+		if (a < 0 || b < 0)
 			ksft_exit_fail_msg("reading the lost counts: %s\n",
-					   strerror((int)-(a < 0 ? a : b < 0 ? b : c)));
+					   strerror((int)-(a < 0 ? a : b)));
 	}
 	compact(&task_s);
 	compact(&cpu_s);
 	dc_rings_close(task_r, nr_cpus);
 	dc_rings_close(cpu_r, nr_cpus);
-	dc_rings_close(exit_r, nr_cpus);
 	kill(child_pid, SIGKILL);
 	waitpid(child_pid, NULL, 0);
 	ksft_print_msg("ran %ld ms (%s), stopped in %ld ms more, %zu reads; child: %ld migrations (%ld failed), %ld forks, %ld execs, %ld exits reaped, %d processes churned (cap %d), fork failures %ld\n",
@@ -1626,7 +1553,7 @@ int main(int argc, char **argv)
 			 (is_c || (!tf.nonuser && !cf.nonuser && !third.f.nonuser)) &&
 			 !tf.dup && !cf.dup && !third.f.dup && !tf.tid_mismatch &&
 			 !cf.tid_mismatch && !third.f.tid_mismatch && !task_s.malformed &&
-			 !cpu_s.malformed && !exit_log.malformed,
+			 !cpu_s.malformed && !exits.log.malformed,
 			 "records: no kernel address (%zu), MISC_USER and non-empty (%zu bad), %zu with another non-user address (%s), one per tid and cookie (%zu twice), no sample with another tid's cookie (%zu), %llu malformed\n",
 			 tf.kaddr + cf.kaddr + third.f.kaddr,
 			 tf.bad_records + cf.bad_records + third.f.bad_records,
@@ -1636,7 +1563,7 @@ int main(int argc, char **argv)
 			 tf.dup + cf.dup + third.f.dup,
 			 tf.tid_mismatch + cf.tid_mismatch + third.f.tid_mismatch,
 			 (unsigned long long)(task_s.malformed + cpu_s.malformed +
-					      exit_log.malformed));
+					      exits.log.malformed));
 	ksft_test_result(tf.leaf + cf.leaf >= MIN_LEAF && !tf.leaf_bad && !cf.leaf_bad &&
 			 !third.f.leaf_bad,
 			 "records in workload_leaf are exactly the workload's chain down to thread_main <- start_thread: %zu + %zu (>= %d), %zu wrong\n",
@@ -1647,14 +1574,14 @@ int main(int argc, char **argv)
 	 * record (or a drop no record reported) fails, whatever it explains.
 	 */
 	ksft_test_result(!task_s.lost && !cpu_s.lost && !task_s.lost_records &&
-			 !cpu_s.lost_records && !exit_log.lost && !exit_log.lost_records,
+			 !cpu_s.lost_records && !exits.log.lost && !exits.log.lost_records,
 			 "no record lost in the long-lived sessions (rings of %d pages per CPU, read every %d ms): task %llu lost in %llu PERF_RECORD_LOST, cpu %llu in %llu (counted by the events: PERF_FORMAT_LOST); %zu + %zu orphan samples explained by them; no sample of the exit_group() tracepoint lost: %llu in %llu\n",
 			 RING_PAGES, DRAIN_MS, (unsigned long long)task_s.lost,
 			 (unsigned long long)task_s.lost_records,
 			 (unsigned long long)cpu_s.lost,
 			 (unsigned long long)cpu_s.lost_records, tf.lost_excused,
-			 cf.lost_excused, (unsigned long long)exit_log.lost,
-			 (unsigned long long)exit_log.lost_records);
+			 cf.lost_excused, (unsigned long long)exits.log.lost,
+			 (unsigned long long)exits.log.lost_records);
 	ksft_test_result(shm->migrations > 0 && shm->forks > 0 && shm->execs > 0 &&
 			 third.with_samples[0] > 0 && third.with_samples[1] > 0 &&
 			 !third.f.orphans && !third.f.no_cookie_bad,
@@ -1690,7 +1617,6 @@ int main(int argc, char **argv)
 	}
 	free(tree);
 	free(cands);
-	free(xents);
-	dc_log_free(&exit_log);
+	dc_tp_free(&exits);
 	ksft_finished();
 }
