@@ -133,7 +133,7 @@ check_log() {
 		done
 	done <<'EOF'
 deferred_exit: last-entry samples excused as upstream's exit loss|excused last-entry samples: [0-9]+ in the exit path
-deferred_races: last-entry samples excused as upstream's exit loss|\([0-9]+ excused on upstream C: last entry.s record lost at exit\)
+deferred_races: SIGKILL-entry samples excused as upstream's exit loss|\([0-9]+ excused on upstream C: the traced entry.s record lost at exit\)
 deferred_stress: exit_group()-entry samples excused on upstream C|exit_group\(\) entry on upstream C [0-9]+
 perf_defer.sh: exit_group() samples without a record|[0-9]+ samples without one \(upstream exit loss
 deferred_mtexec: last-entry samples excused as upstream's exit loss|exit-loss entries excused on upstream C: [0-9]+

@@ -45,11 +45,19 @@
  *    sample in read()) into 24 children reading /dev/zero, one after the other: every
  *    sample with a cookie has exactly one record of its tid, read samples
  *    with the exact stack; a sample without a cookie is in the exit path.
- *    Upstream C loses the record of a task's last kernel entry when its
- *    unwind is still pending at do_exit() (docs/deviations.md): such a
- *    sample (the last cookie of its tid, kernel stack in the signal or
- *    exit path, no record) is excused on C, counted and printed with its
- *    evidence; on the Rust kernel it fails.
+ *    Each child's SIGKILL is traced in the child by signal/signal_deliver
+ *    (sig == 9, one CPU-wide event per CPU, defer_callchain) in
+ *    get_signal(), before do_group_exit() and PF_EXITING: its sample
+ *    carries the cookie of the entry the child dies in (see kill_races()),
+ *    and every kill must have exactly one such sample with a cookie, none
+ *    lost.  Upstream C loses the record of a task's last kernel entry when
+ *    its unwind is still pending at do_exit() (docs/deviations.md): such a
+ *    sample (the cookie of its tid's signal_deliver sample, kernel stack
+ *    in the signal or exit path, no record) is excused on C, counted and
+ *    printed with that evidence; on the Rust kernel it fails, and every
+ *    killed entry's record must reach the per-task event (a record the
+ *    tracepoint's own request brought about, of an entry the per-task
+ *    event did not sample, is counted apart).
  * 5. exec: a child execs itself 20 times in a chain under a per-task event
  *    and at once a CPU-wide event on every online CPU (with comm, so that
  *    upstream delivers the records to it): in both sessions every cookie of
@@ -748,6 +756,55 @@ static __attribute__((noinline)) void pending_races(void)
 
 /* ---- 4. SIGKILL ---- */
 
+#define KILL_TP_PAGES	16	/* signal_deliver's ring, per CPU */
+
+/*
+ * The evidence for upstream's exit loss in case 4: every SIGKILL a child
+ * dies of is traced in the child by signal/signal_deliver, filtered to
+ * sig == 9.  The test's kill() makes complete_signal() set
+ * SIGNAL_GROUP_EXIT, so get_signal() (kernel/signal.c, 7.3) takes its
+ * "already marked for death" branch: trace_signal_deliver(SIGKILL, ...),
+ * then do_group_exit() -> do_exit(), which sets PF_EXITING
+ * (exit_signals()) only after that.  The event's sample (defer_callchain)
+ * therefore carries the cookie of the entry the child dies in, its last,
+ * and a sample of the case's per-task event with that cookie is of that
+ * entry.
+ *
+ * CPU-wide, one event per CPU (dc_tp_rings_open(), as deferred_stress),
+ * opened once before the first child exists and read after each child is
+ * reaped, rather than per-task on each child: it is no event of the
+ * child's perf context, the one do_exit() detaches in the order the C
+ * bug is about (perf_event_exit_task() before the pending unwind), so
+ * the evidence does not share the path it vouches for; one set of rings
+ * serves every child; another task's SIGKILL on the machine is told
+ * apart by its pid.  Its losses and malformed records fail the case.
+ *
+ * Its request is one more in the entry: the same cookie.  On the Rust
+ * kernel the entry's record is then always written (at do_exit() if it
+ * was still pending), also when the per-task event never sampled the
+ * entry: such a record has no sample of its own, and is counted apart
+ * (its tid and cookie are the tracepoint sample's).  On upstream C a
+ * request the tracepoint made first is lost at exit like any other.
+ */
+static struct dc_tp_hits kill_hits;
+
+/* The child @pid's signal_deliver samples: how many, the first in *@hit. */
+static int kill_samples(pid_t pid, const struct dc_tp_hit **hit)
+{
+	int n = 0;
+
+	*hit = NULL;
+	for (size_t i = 0; i < kill_hits.nr; i++) {
+		const struct dc_tp_hit *x = &kill_hits.v[i];
+
+		if (x->pid != (uint32_t)pid || x->tid != (uint32_t)pid)
+			continue;
+		if (!n++)
+			*hit = x;
+	}
+	return n;
+}
+
 static __attribute__((noinline)) void kill_races(void)
 {
 	static const char *const want[] = {
@@ -755,17 +812,27 @@ static __attribute__((noinline)) void kill_races(void)
 	};
 	size_t matched = 0, excused = 0, bad = 0, exiting = 0, in_read = 0;
 	size_t stack_bad = 0, samples = 0, killed = 0, evidence = 0, last_ok = 0;
-	uint64_t excused_cookie[NR_KILLS];
+	size_t traced = 0, traced_cookie = 0, kill_rec = 0, kill_rec_only = 0;
 	size_t excused_entries = 0;
+	struct dc_ring tp[MAX_CPUS];
 	long t0 = now_ms();
+	int err;
 
+	err = dc_tp_rings_open(tp, cpus, nr_cpus, "signal", "signal_deliver", "sig == 9",
+			       KILL_TP_PAGES, 0);
+	if (err)
+		ksft_exit_fail_msg("the SIGKILL tracepoint: %s\n", strerror(-err));
+	if (dc_rings_ioctl(tp, nr_cpus, PERF_EVENT_IOC_ENABLE))
+		ksft_exit_fail_msg("enable: %s\n", strerror(errno));
 	for (int k = 0; k < NR_KILLS; k++) {
 		struct shared *sh = shared_new();
+		const struct dc_tp_hit *hit;
 		struct dc_log log = { 0 };
 		struct dc_ring a;
 		long t1, delay = rnd(21);
-		bool seen = false, t_seen = false;
-		int st = 0, where;
+		bool seen = false, t_seen = false, entry_excused = false;
+		uint64_t kill_cookie = 0;
+		int st = 0, where, nhit;
 		pid_t pid;
 
 		pid = spawn(zero_child, sh);
@@ -793,11 +860,24 @@ static __attribute__((noinline)) void kill_races(void)
 		killed += WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
 		dc_ring_drain(&a, &log);
 		dc_rings_close(&a, 1);
+		/* The child is gone: its signal_deliver sample was written. */
+		dc_tp_collect(tp, nr_cpus, &kill_hits);
+		nhit = kill_samples(pid, &hit);
+		traced += nhit == 1;
+		if (nhit == 1 && hit->cookie) {
+			traced_cookie++;
+			kill_cookie = hit->cookie;
+		} else if (bad++ < 3) {
+			ksft_print_msg("SIGKILL: child %d (pid %d): %d signal_deliver samples%s\n",
+				       k, pid, nhit, nhit == 1 ? ", without a cookie" : "");
+		}
 		samples += log.nr_samples;
 		bad += log.malformed + log.lost;
 
 		for (size_t i = 0; i < log.nr_samples; i++) {
 			struct dc_sample *s = &log.samples[i];
+			bool last_entry = kill_cookie && s->cookie == kill_cookie;
+			const struct dc_tp_hit *x;
 			long idx, n;
 
 			if (!s->cookie) {
@@ -812,8 +892,7 @@ static __attribute__((noinline)) void kill_races(void)
 			idx = find_rec(&log, 0, s->tid, s->cookie, &n);
 			if (n == 1) {
 				matched++;
-				if (s->cookie == last_cookie(&log, 0, s->tid) &&
-				    (dc_in_exit_path(s) || dc_in_signal_path(s)))
+				if (last_entry && (dc_in_exit_path(s) || dc_in_signal_path(s)))
 					last_ok++;
 				if (dc_kernel_stack_has(s, "ksys_read")) {
 					in_read++;
@@ -826,15 +905,21 @@ static __attribute__((noinline)) void kill_races(void)
 			/*
 			 * The documented upstream loss: the unwind of the last
 			 * entry, still pending at do_exit(), runs after
-			 * perf_event_exit_task() detached the events.
+			 * perf_event_exit_task() detached the events.  The
+			 * entry is the one the child's SIGKILL was traced in.
 			 */
-			if (!is_rust && n == 0 && s->cookie == last_cookie(&log, 0, s->tid) &&
-			    (dc_in_exit_path(s) || dc_in_signal_path(s))) {
+			x = is_rust || n ? NULL : dc_tp_find(&kill_hits, s->pid, s->tid, s->cookie);
+			if (x && (dc_in_exit_path(s) || dc_in_signal_path(s))) {
 				excused++;
-				if (!excused_entries || excused_cookie[excused_entries - 1] != s->cookie)
-					excused_cookie[excused_entries++] = s->cookie;
-				if (evidence++ < 5)
-					print_kstack("SIGKILL: excused on C (last entry, unwind pending at exit)", s);
+				excused_entries += !entry_excused;
+				entry_excused = true;
+				if (evidence++ < 5) {
+					print_kstack("SIGKILL: excused on C (unwind pending at exit), the entry its SIGKILL was traced in",
+						     s);
+					ksft_print_msg("SIGKILL: its signal_deliver sample: pid %u tid %u time %llu cookie %#llx\n",
+						       x->pid, x->tid, (unsigned long long)x->time,
+						       (unsigned long long)x->cookie);
+				}
 				continue;
 			}
 			if (bad++ < 3) {
@@ -843,6 +928,12 @@ static __attribute__((noinline)) void kill_races(void)
 				print_kstack("SIGKILL: sample", s);
 			}
 		}
+		if (kill_cookie) {
+			long n;
+
+			find_rec(&log, 0, pid, kill_cookie, &n);
+			kill_rec += n == 1;
+		}
 		for (size_t i = 0; i < log.nr_deferred; i++) {
 			struct dc_deferred *d = &log.deferred[i];
 			bool has = false;
@@ -850,6 +941,11 @@ static __attribute__((noinline)) void kill_races(void)
 			for (size_t j = 0; j < log.nr_samples && !has; j++)
 				has = log.samples[j].cookie == d->cookie &&
 				      log.samples[j].tid == d->tid;
+			if (!has && kill_cookie && d->cookie == kill_cookie &&
+			    d->tid == (uint32_t)pid) {
+				kill_rec_only++;	/* asked for by the tracepoint */
+				continue;
+			}
 			if (!has && bad++ < 3)
 				ksft_print_msg("SIGKILL: record with cookie %#llx (tid %u) has no sample\n",
 					       (unsigned long long)d->cookie, d->tid);
@@ -857,14 +953,31 @@ static __attribute__((noinline)) void kill_races(void)
 		dc_log_free(&log);
 		munmap(sh, 4096);
 	}
-	ksft_print_msg("SIGKILL: %d children killed (%zu by SIGKILL) in %ld ms, %zu samples, %zu matched (%zu of them in the last entry's signal or exit path), %zu in read, %zu without a cookie in the exit path, %zu samples of %zu entries excused (%s), %zu violations, %zu wrong stacks\n",
-		       NR_KILLS, killed, now_ms() - t0, samples, matched, last_ok, in_read, exiting, excused,
-		       excused_entries,
-		       is_rust ? "Rust: none allowed" : "upstream C: record of the last entry lost at exit",
+	err = dc_tp_finish(tp, nr_cpus, &kill_hits);
+	if (err)
+		ksft_exit_fail_msg("reading the SIGKILL tracepoint's lost count: %s\n",
+				   strerror(-err));
+	ksft_print_msg("SIGKILL: %d children killed (%zu by SIGKILL) in %ld ms, %zu samples, %zu matched (%zu of them in the killed entry's signal or exit path), %zu in read, %zu without a cookie in the exit path, %zu samples of %zu entries excused (%s), %zu violations, %zu wrong stacks\n",
+		       NR_KILLS, killed, now_ms() - t0, samples, matched, last_ok, in_read, exiting,
+		       excused, excused_entries,
+		       is_rust ? "Rust: none allowed" :
+				 "upstream C: record of the last entry lost at exit, the entry named by its signal_deliver sample",
 		       bad, stack_bad);
-	ksft_test_result(killed == NR_KILLS && in_read >= NR_KILLS && !bad && !stack_bad,
-			 "SIGKILL: %d children killed at random points in long reads: every sample has its record (%zu excused on upstream C: last entry's record lost at exit), exact stacks\n",
-			 NR_KILLS, excused);
+	ksft_print_msg("SIGKILL: signal_deliver (sig == 9, CPU-wide): %llu samples in all, %zu of the %d children traced once, %zu with a cookie; the killed entry's record in the per-task event: %zu of %zu (%s), %zu of them without a sample there; tracepoint lost %llu in %llu PERF_RECORD_LOST, %llu records in its rings, malformed %llu\n",
+		       (unsigned long long)kill_hits.samples, traced, NR_KILLS, traced_cookie,
+		       kill_rec, traced_cookie,
+		       is_rust ? "all required on Rust" : "upstream C loses a request pending at exit",
+		       kill_rec_only, (unsigned long long)kill_hits.log.lost,
+		       (unsigned long long)kill_hits.log.lost_records,
+		       (unsigned long long)kill_hits.records,
+		       (unsigned long long)kill_hits.log.malformed);
+	ksft_test_result(killed == NR_KILLS && in_read >= NR_KILLS && !bad && !stack_bad &&
+			 traced_cookie == NR_KILLS && (!is_rust || kill_rec == traced_cookie) &&
+			 !kill_hits.log.lost && !kill_hits.log.lost_records &&
+			 !kill_hits.log.malformed && !kill_hits.records,
+			 "SIGKILL: %d children killed at random points in long reads, each SIGKILL traced with its entry's cookie (%zu): every sample has its record (%zu excused on upstream C: the traced entry's record lost at exit), exact stacks\n",
+			 NR_KILLS, traced_cookie, excused);
+	dc_tp_free(&kill_hits);
 }
 
 /* ---- 5. exec under a per-task and a CPU-wide session ---- */
