@@ -132,7 +132,7 @@ check_log() {
 			fi
 		done
 	done <<'EOF'
-deferred_exit: last-entry samples excused as upstream's exit loss|excused last-entry samples: [0-9]+ in the exit path
+deferred_exit: SIGKILL-entry samples excused as upstream's exit loss|excused samples without a record: [0-9]+ of an entry its SIGKILL was traced in
 deferred_races: SIGKILL-entry samples excused as upstream's exit loss|\([0-9]+ excused on upstream C: the traced entry.s record lost at exit\)
 deferred_stress: exit_group()-entry samples excused on upstream C|exit_group\(\) entry on upstream C [0-9]+
 perf_defer.sh: exit_group() samples without a record|[0-9]+ samples without one \(upstream exit loss
