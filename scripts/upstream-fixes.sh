@@ -136,7 +136,7 @@ deferred_exit: SIGKILL-entry samples excused as upstream's exit loss|excused sam
 deferred_races: SIGKILL-entry samples excused as upstream's exit loss|\([0-9]+ excused on upstream C: the traced entry.s record lost at exit\)
 deferred_stress: exit_group()-entry samples excused on upstream C|exit_group\(\) entry on upstream C [0-9]+
 perf_defer.sh: exit_group() samples without a record|[0-9]+ samples without one \(upstream exit loss
-deferred_mtexec: last-entry samples excused as upstream's exit loss|exit-loss entries excused on upstream C: [0-9]+
+deferred_mtexec: traced-death entries excused as upstream's exit loss|exit-loss entries excused on upstream C, each a traced death.s: [0-9]+
 deferred_nmi: requests that returned their bit, not 1|C first request returned its bit [0-9]+
 EOF
 	if grep -aqE "cancel race: upstream C: [0-9]+ calls of a new work" "$glog"; then

@@ -36,10 +36,25 @@
  *   before perf_event_exit_task(): the record is written.  Upstream 7.3
  *   detaches the task's perf context first and loses it (the upstream
  *   exit loss, docs/deviations.md): on the C kernel such an entry is
- *   excused, with its evidence (every sample of the cookie in the signal
- *   or exit path, at most one per death of the tid), printed and counted.
+ *   excused only with its evidence (below), printed and counted.
  * - Samples taken after PF_EXITING have no cookie (the request is
  *   refused); they must be in the exit path.
+ * - Every death is traced in the dying task, before PF_EXITING, by one
+ *   CPU-wide tracepoint event per CPU (dc_tp_rings_open(); defer_callchain,
+ *   so its sample carries the cookie of the entry the task dies in, its
+ *   last).  A sibling dies of the exec's SIGKILL: de_thread() sets
+ *   group_exec_task and zap_other_threads() queues SIGKILL, so the
+ *   sibling's get_signal() takes its "already marked for death" branch,
+ *   trace_signal_deliver(SIGKILL, ...), then do_group_exit() -> do_exit()
+ *   (signal/signal_deliver, filtered to sig == 9).  The last image, one
+ *   thread, calls exit_group() (raw_syscalls/sys_enter, filtered to
+ *   id == __NR_exit_group), traced at the system call's entry, before
+ *   do_group_exit().  An entry without a record is excused on C only if
+ *   a sample of one of these (pid, tid and cookie) names it, every
+ *   sample of it is in the signal or exit path (for exit_group(): or in
+ *   that system call before do_group_exit(), where the tracepoint itself
+ *   runs, see in_death_path()) and its tid has had no more such entries
+ *   than deaths; on Rust nothing is.
  * - The exec'ing thread's own request from inside execve() is handled at
  *   its first return to user space, in the new image: one record, the
  *   new image's _start alone (as deferred_exit's exec chain), and with the
@@ -52,10 +67,18 @@
  * harness letting the round exec and the new image's main(), with the
  * whole stack of the call; every other sample's cookie has exactly one
  * record of its task (the exec'ing thread's: the pid) but the C kernel's
- * excused exit losses; no record without a sample, lost or malformed, no
- * kernel address (a non-user one on C only: upstream's); exact stacks for
- * samples in writev(), readv(), the exec'ing thread's waits, the
- * spinner's loop and execve().  The last image exits (exit_group()).
+ * excused exit losses; no record without a sample (but one of a traced
+ * death's entry, which the tracepoint's own request may bring about:
+ * counted apart), lost or malformed, no kernel address (a non-user one on
+ * C only: upstream's); exact stacks for samples in writev(), readv(), the
+ * exec'ing thread's waits, the spinner's loop and execve().  The last
+ * image exits (exit_group()).  Every death is traced exactly once, with a
+ * cookie, in its window (a sibling's SIGKILL after the harness let the
+ * round exec and before the new image's main(), the exit_group() after
+ * the last image's main()), and nothing else of the child's pid; a
+ * writer's or the reader's SIGKILL in the entry it was pending in (the
+ * same cookie); on Rust every death's entry has exactly one record of its
+ * tid; the tracepoints lose nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -93,6 +116,7 @@
 #define READV_CHUNK	(2 << 20)
 #define READV_CHUNKS	1024
 #define RING_PAGES	512
+#define TP_PAGES	16	/* each death tracepoint's ring, per CPU */
 #define MAX_CPUS	64
 #define ROUND_TIMEOUT_NS	(4 * 1000000000ULL)
 #define RUN_TIMEOUT_NS		(120 * 1000000000ULL)
@@ -333,6 +357,43 @@ static bool timed_out[NR_ROUNDS];
 static int drains;	/* writers the harness had to drain */
 static uint64_t start_addr, start_size;
 
+/*
+ * The deaths' tracepoints (see the top): the siblings' SIGKILL, the last
+ * image's exit_group().  Open from before the fork until the child is
+ * reaped, CPU-wide: no event of the child's perf context, the one
+ * do_exit() detaches in the order the C bug is about, so the evidence
+ * does not share the path it vouches for; another task's hit is told
+ * apart by its pid.  A hit that is one of the child's deaths gets its
+ * mark (check_deaths()); only those are evidence.
+ */
+enum { TP_KILL, TP_EXIT, NR_TP };
+static const char *const tp_what[NR_TP] = {
+	[TP_KILL] = "SIGKILL (signal_deliver)",
+	[TP_EXIT] = "exit_group() (sys_enter)",
+};
+
+static struct dc_tp_hits tp_hits[NR_TP];
+
+static void open_death_rings(struct dc_ring tp[NR_TP][MAX_CPUS], const int *cpus,
+			     int ncpus)
+{
+	char filter[32];
+	int err;
+
+	snprintf(filter, sizeof(filter), "id == %d", __NR_exit_group);
+	err = dc_tp_rings_open(tp[TP_KILL], cpus, ncpus, "signal", "signal_deliver",
+			       "sig == 9", TP_PAGES, ncpus);
+	if (err)
+		ksft_exit_fail_msg("the SIGKILL tracepoint: %s\n", strerror(-err));
+	err = dc_tp_rings_open(tp[TP_EXIT], cpus, ncpus, "raw_syscalls", "sys_enter",
+			       filter, TP_PAGES, 2 * ncpus);
+	if (err)
+		ksft_exit_fail_msg("the exit_group() tracepoint: %s\n", strerror(-err));
+	for (int k = 0; k < NR_TP; k++)
+		if (dc_rings_ioctl(tp[k], ncpus, PERF_EVENT_IOC_ENABLE))
+			ksft_exit_fail_msg("enable: %s\n", strerror(errno));
+}
+
 static const char *const execve_fns[] = {
 	"__x64_sys_execve", "do_execveat_common", "bprm_execve",
 	"load_elf_binary", "begin_new_exec", NULL
@@ -450,7 +511,7 @@ static void print_threads(int r)
  */
 static int run(struct dc_log *log)
 {
-	struct dc_ring ring[MAX_CPUS];
+	struct dc_ring ring[MAX_CPUS], tp[NR_TP][MAX_CPUS];
 	int cpus[MAX_CPUS], ncpus, st = 0, err;
 	struct perf_event_attr attr;
 	uint64_t t0 = now_ns(), ready_ns = 0;
@@ -460,6 +521,7 @@ static int run(struct dc_log *log)
 	ncpus = dc_online_cpus(cpus, MAX_CPUS);
 	if (ncpus < 1)
 		ksft_exit_fail_msg("no online CPUs\n");
+	open_death_rings(tp, cpus, ncpus);
 	shm_fd = memfd_create("deferred_mtexec", 0);
 	if (shm_fd < 0 || ftruncate(shm_fd, sizeof(*shm)))
 		ksft_exit_fail_msg("memfd: %s\n", strerror(errno));
@@ -508,6 +570,8 @@ static int run(struct dc_log *log)
 		nanosleep(&ts, NULL);
 		for (int i = 0; i < ncpus; i++)
 			dc_ring_drain(&ring[i], log);
+		for (int k = 0; k < NR_TP; k++)
+			dc_tp_collect(tp[k], ncpus, &tp_hits[k]);
 		r = __atomic_load_n(&shm->cur, __ATOMIC_ACQUIRE);
 		if (r >= 0 && r < NR_ROUNDS && !go_ns[r] &&
 		    __atomic_load_n(&shm->r[r].ready, __ATOMIC_ACQUIRE) == NR_SLOTS) {
@@ -568,6 +632,13 @@ static int run(struct dc_log *log)
 					   cpus[i], strerror(-lost));
 		dc_ring_unmap(&ring[i]);
 		close(ring[i].fd);
+	}
+	/* And its deaths' tracepoint samples, with the rings' drops. */
+	for (int k = 0; k < NR_TP; k++) {
+		err = dc_tp_finish(tp[k], ncpus, &tp_hits[k]);
+		if (err)
+			ksft_exit_fail_msg("reading the lost counts of the %s tracepoint: %s\n",
+					   tp_what[k], strerror(-err));
 	}
 	close(pidfd);
 	ksft_print_msg("%d rounds in %llu ms (%d writers drained until sampled), %zu samples, %zu deferred records, lost %llu, malformed %llu\n",
@@ -687,6 +758,9 @@ struct counts {
 	size_t in_exec, exec_ok, exec_old_tid, spin, spin_bad;
 	size_t pending, pending_ok, nonuser;
 	size_t fewest[2];	/* a writer's, the reader's samples before the go */
+	/* the deaths: traced (once, with a cookie), in a pending entry, recorded */
+	size_t deaths, traced, in_pending, death_rec, tp_only;
+	size_t excused_work;	/* excused samples in exit_group()'s entry work */
 };
 
 static void bad_msg(struct counts *c, const struct dc_sample *s,
@@ -704,6 +778,124 @@ static void bad_msg(struct counts *c, const struct dc_sample *s,
 		dc_print_merged(s, d);
 }
 
+/*
+ * One death of the child: task @tid's hits of tracepoint @tp in
+ * (@from, @to) (@to 0: no end), of which there must be exactly one, with a
+ * cookie, @pending's if that is not 0 (the entry a writer or the reader
+ * was sampled pending in: it dies in it); it gets its mark.  On Rust the
+ * entry's record, of @tid, must be in @log (the record of the entry a
+ * task dies in is written at the latest in do_exit(), before the events
+ * go); on C it may be the exit loss.
+ */
+static void check_death(struct dc_log *log, struct counts *c, int tp, int r,
+			const char *who, uint32_t tid, uint64_t from, uint64_t to,
+			uint64_t pending)
+{
+	struct dc_tp_hits *h = &tp_hits[tp];
+	struct dc_tp_hit *hit = NULL;
+	size_t n = 0;
+	long nrec;
+
+	c->deaths++;
+	for (size_t i = 0; i < h->nr; i++) {
+		struct dc_tp_hit *x = &h->v[i];
+
+		if (x->pid != (uint32_t)child || x->tid != tid || x->time <= from ||
+		    (to && x->time >= to))
+			continue;
+		if (!n++)
+			hit = x;
+	}
+	if (n != 1 || !hit->cookie || (pending && hit->cookie != pending)) {
+		bad_msg(c, NULL, NULL, "round %d: %s tid %u: %zu %s samples in its death's window, the first's cookie %#llx (the pending entry's %#llx, 0: none)\n",
+			r, who, tid, n, tp_what[tp],
+			hit ? (unsigned long long)hit->cookie : 0ULL,
+			(unsigned long long)pending);
+		return;
+	}
+	hit->mark = tp_what[tp];
+	c->traced++;
+	c->in_pending += pending != 0;
+	dc_find_deferred(log, child, tid, hit->cookie, &nrec);
+	c->death_rec += nrec == 1;
+	if (!c_kernel() && nrec != 1)
+		bad_msg(c, NULL, NULL, "round %d: %s tid %u died in the entry of cookie %#llx (%s), which has %ld records of its tid\n",
+			r, who, tid, (unsigned long long)hit->cookie, tp_what[tp], nrec);
+}
+
+/*
+ * The deaths, each traced once (check_death()): in every round that
+ * exec'd, the siblings the exec killed, after the harness let the round
+ * go and before the new image's main(); the last image's exit_group(),
+ * after its main().  No other hit of the child's pid, and the
+ * tracepoints lost nothing and had no record.
+ */
+static void check_deaths(struct dc_log *log, struct counts *c, int rounds)
+{
+	for (int r = 0; r < rounds; r++) {
+		for (int k = 0; k < NR_SLOTS; k++) {
+			int role = slot_role(r, k);
+
+			if (role == ROLE_EXEC)
+				continue;
+			check_death(log, c, TP_KILL, r, role_name[role], shm->r[r].tid[k],
+				    go_ns[r], shm->r[r + 1].start_ns,
+				    last_call(role) ? pend[r][k] : 0);
+		}
+	}
+	if (rounds >= 0)
+		check_death(log, c, TP_EXIT, rounds, "last image", child,
+			    shm->r[rounds].start_ns, 0, 0);
+	for (int k = 0; k < NR_TP; k++) {
+		const struct dc_tp_hits *h = &tp_hits[k];
+
+		for (size_t i = 0; i < h->nr; i++)
+			if (h->v[i].pid == (uint32_t)child && !h->v[i].mark)
+				bad_msg(c, NULL, NULL, "%s sample of the child (tid %u, cookie %#llx) is none of its deaths\n",
+					tp_what[k], h->v[i].tid,
+					(unsigned long long)h->v[i].cookie);
+		if (h->log.lost || h->log.lost_records || h->log.malformed || h->records)
+			bad_msg(c, NULL, NULL, "the %s tracepoint: %llu lost in %llu PERF_RECORD_LOST, %llu malformed, %llu deferred records (none expected)\n",
+				tp_what[k], (unsigned long long)h->log.lost,
+				(unsigned long long)h->log.lost_records,
+				(unsigned long long)h->log.malformed,
+				(unsigned long long)h->records);
+	}
+}
+
+/* The death hit (check_deaths() marked it) of @pid, @tid in @cookie's entry. */
+static const struct dc_tp_hit *death_hit(uint32_t pid, uint32_t tid, uint64_t cookie,
+					 int *tp)
+{
+	for (*tp = 0; *tp < NR_TP; (*tp)++) {
+		const struct dc_tp_hit *x = dc_tp_find(&tp_hits[*tp], pid, tid, cookie);
+
+		if (x && x->mark)
+			return x;
+	}
+	return NULL;
+}
+
+/*
+ * Is @s, a sample of the entry a death was traced in by tracepoint @tp,
+ * where that death's request may come first: in the signal or exit path,
+ * or, for the last image's exit_group(), in that system call before
+ * do_group_exit(): in __x64_sys_exit_group(), or in do_syscall_64()'s
+ * entry work before it calls the handler (x64_sys_call() not on the
+ * stack), where the sys_enter tracepoint itself runs
+ * (trace_syscall_enter()).  The tracepoint's cookie says which system
+ * call the entry is; the entry ends in do_exit().
+ */
+static bool in_death_path(const struct dc_sample *s, int tp)
+{
+	if (dc_in_exit_path(s) || dc_in_signal_path(s))
+		return true;
+	return tp == TP_EXIT &&
+	       (dc_kernel_stack_has(s, "__x64_sys_exit_group") ||
+		(dc_kernel_stack_has(s, "do_syscall_64") &&
+		 !dc_kernel_stack_has(s, "x64_sys_call")));
+}
+
 /* The entries excused as the upstream exit loss: cookie, tid. */
 static struct { uint64_t cookie; uint32_t tid; } excused[NR_ROUNDS * NR_SLOTS + 1];
 static int nr_excused;
@@ -711,35 +903,42 @@ static int nr_excused;
 /*
  * An entry without a record, on the C kernel: the upstream exit loss if
  * the entry's first request came after get_signal() ran the task_work
- * and do_exit() detached the perf context before it ran the unwind.  The
- * evidence: every sample of the cookie is in the signal or exit path
- * (this test sends no signal but the exec's and exit_group()'s SIGKILL,
- * so such an entry is its task's last), at most one entry per death of
- * the tid.  Returns whether @s's entry is excused; prints it once.
+ * (or in exit_group()) and do_exit() detached the perf context before it
+ * ran the unwind.  The evidence: the entry is the one a death of the tid
+ * was traced in (a marked death hit of its pid, tid and cookie, see the
+ * top), every sample of the cookie is in the signal or exit path (or
+ * exit_group()'s entry work: in_death_path()), at most one entry per death
+ * of the tid.  Returns whether @s's entry is excused; prints it once, with
+ * the hit.
  */
 static bool exit_loss(const struct dc_log *log, const struct dc_sample *s,
 		      const struct tid_info *ti)
 {
-	int same_tid = 0;
+	const struct dc_tp_hit *x;
+	int same_tid = 0, tp;
 
 	if (!c_kernel() || !ti->deaths)
 		return false;
 	for (int k = 0; k < nr_excused; k++) {
-		if (excused[k].cookie == s->cookie)
+		if (excused[k].cookie == s->cookie && excused[k].tid == s->tid)
 			return true;
 		same_tid += excused[k].tid == s->tid;
 	}
 	if (same_tid >= ti->deaths || nr_excused == ARRAY_SIZE(excused))
 		return false;
+	x = death_hit(s->pid, s->tid, s->cookie, &tp);
+	if (!x)
+		return false;
 	for (size_t j = 0; j < log->nr_samples; j++)
-		if (log->samples[j].cookie == s->cookie &&
-		    !dc_in_exit_path(&log->samples[j]) && !dc_in_signal_path(&log->samples[j]))
+		if (log->samples[j].cookie == s->cookie && !in_death_path(&log->samples[j], tp))
 			return false;
 	excused[nr_excused].cookie = s->cookie;
 	excused[nr_excused++].tid = s->tid;
-	ksft_print_msg("upstream exit loss (C only): tid %u (%s, last in round %d) cookie %#llx: its samples all in the signal or exit path, no record:\n",
+	ksft_print_msg("upstream exit loss (C only): tid %u (%s, last in round %d) cookie %#llx: no record, its samples all in the signal or exit path%s, the entry its %s was traced in (pid %u tid %u time %llu):\n",
 		       s->tid, s->tid == (uint32_t)child ? "the pid" : role_name[ti->role],
-		       ti->round, (unsigned long long)s->cookie);
+		       ti->round, (unsigned long long)s->cookie,
+		       tp == TP_EXIT ? " or exit_group()'s entry work" : "", tp_what[tp], x->pid, x->tid,
+		       (unsigned long long)x->time);
 	dc_print_merged(s, NULL);
 	return true;
 }
@@ -778,6 +977,7 @@ static void check_samples(struct dc_log *log, struct counts *c)
 		idx = recs_of(s->cookie, &n);
 		if (n == 0 && exit_loss(log, s, &ti)) {
 			c->excused++;
+			c->excused_work += !dc_in_exit_path(s) && !dc_in_signal_path(s);
 			continue;
 		}
 		if (n != 1) {
@@ -842,7 +1042,9 @@ static void check_samples(struct dc_log *log, struct counts *c)
 }
 
 /*
- * Records: every one has a sample (check_samples() counted them), user
+ * Records: every one has a sample (check_samples() counted them) but one
+ * of a death's entry (check_deaths() marked its hit), which the
+ * tracepoint's own request may have brought about (counted apart); user
  * addresses only.  Upstream's walk records a return address read from a
  * frameless function's stack however it looks (docs/deviations.md),
  * glibc's start-up code here (argv bytes): below the kernel's addresses
@@ -851,10 +1053,14 @@ static void check_samples(struct dc_log *log, struct counts *c)
  */
 static void check_records(const struct dc_log *log, struct counts *c)
 {
+	int tp;
+
 	for (size_t i = 0; i < log->nr_deferred; i++) {
 		const struct dc_deferred *d = &log->deferred[i];
 
-		if (!d->matched)
+		if (!d->matched && death_hit(d->pid, d->tid, d->cookie, &tp))
+			c->tp_only++;	/* asked for by the tracepoint */
+		else if (!d->matched)
 			bad_msg(c, NULL, NULL, "record with cookie %#llx (pid %u tid %u, %u entries) has no sample\n",
 				(unsigned long long)d->cookie, d->pid, d->tid, d->nr);
 		if (d->misc != PERF_RECORD_MISC_USER)
@@ -987,12 +1193,25 @@ static __attribute__((noinline)) void mtexec(void)
 	if (!keys)
 		ksft_exit_fail_msg("out of memory\n");
 	nkeys = log.nr_deferred;
+	check_deaths(&log, &c, rounds);
 	check_samples(&log, &c);
 	check_records(&log, &c);
 	check_pending(&log, &c, rounds);
 
-	ksft_print_msg("%zu samples with a cookie, %zu matched, %zu without a cookie in the exit path, %zu violations; exit-loss entries excused on upstream C: %d (%zu samples)\n",
-		       c.cookies, c.matched, c.exiting, c.bad, nr_excused, c.excused);
+	ksft_print_msg("%zu samples with a cookie, %zu matched, %zu without a cookie in the exit path, %zu violations; exit-loss entries excused on upstream C, each a traced death's: %d (%zu samples, %zu of them in exit_group()'s entry work)\n",
+		       c.cookies, c.matched, c.exiting, c.bad, nr_excused, c.excused,
+		       c.excused_work);
+	ksft_print_msg("deaths: %zu (the siblings' SIGKILL in %d rounds, the last image's exit_group()), %zu traced once with a cookie in their window (%zu of them in the writer's or reader's pending entry); their entry's record of their tid in the per-task event: %zu (%s), %zu records of such an entry without a sample there\n",
+		       c.deaths, rounds, c.traced, c.in_pending, c.death_rec,
+		       c_kernel() ? "upstream C loses a request pending at exit" : "all required on Rust",
+		       c.tp_only);
+	for (int k = 0; k < NR_TP; k++)
+		ksft_print_msg("the %s tracepoint: %llu samples in all (any task), lost %llu in %llu PERF_RECORD_LOST, malformed %llu, %llu records in its rings\n",
+			       tp_what[k], (unsigned long long)tp_hits[k].samples,
+			       (unsigned long long)tp_hits[k].log.lost,
+			       (unsigned long long)tp_hits[k].log.lost_records,
+			       (unsigned long long)tp_hits[k].log.malformed,
+			       (unsigned long long)tp_hits[k].records);
 	ksft_print_msg("pending at the exec: %zu of %zu siblings' last entries (writers' writev, reader's readv) recorded as required; fewest samples of one before the go: %zu (writer), %zu (reader)\n",
 		       c.pending_ok, c.pending, c.fewest[0], c.fewest[1]);
 	ksft_print_msg("exact stacks: %zu write/readv/wait samples (%zu wrong), %zu spinner samples in its loop (%zu wrong), %zu of the exec'ing thread's execve() (%zu with its old tid), %zu of them _start alone\n",
@@ -1009,10 +1228,13 @@ static __attribute__((noinline)) void mtexec(void)
 			 "the %zu siblings' entries pending at the exec each have exactly one record of their tid, written after the exec began and before the new image's main(), the whole stack of the writev() or readv() (%zu did)\n",
 			 c.pending, c.pending_ok);
 	ksft_test_result(!c.bad && c.matched + c.excused == c.cookies &&
-			 (c_kernel() || !c.excused),
-			 "every sample's cookie has exactly one record of its task, every record a sample, no kernel address (%zu matched, %d entries excused on C, %zu records with a non-user return address%s, %zu violations)\n",
-			 c.matched, nr_excused, c.nonuser,
-			 c_kernel() ? ", upstream's, allowed on C" : "", c.bad);
+			 (c_kernel() || !c.excused) && rounds >= 0 &&
+			 c.deaths == (NR_SLOTS - 1) * (size_t)rounds + 1 && c.traced == c.deaths &&
+			 (c_kernel() || c.death_rec == c.deaths),
+			 "every sample's cookie has exactly one record of its task, every record a sample (or a traced death's entry: %zu), no kernel address (%zu matched, %d entries excused on C, each one a traced death was in, %zu records with a non-user return address%s, %zu violations); every death traced once with a cookie (%zu of %zu), its record there on Rust (%zu)\n",
+			 c.tp_only, c.matched, nr_excused, c.nonuser,
+			 c_kernel() ? ", upstream's, allowed on C" : "", c.bad, c.traced, c.deaths,
+			 c.death_rec);
 	ksft_test_result(c.stacks && !c.stack_bad && c.spin && !c.spin_bad,
 			 "exact stacks of the writes, readvs and waits (%zu samples) and of the spinner's loop (%zu)\n",
 			 c.stacks, c.spin);
@@ -1021,6 +1243,8 @@ static __attribute__((noinline)) void mtexec(void)
 			 c.in_exec, c.exec_old_tid, c.exec_ok);
 	free(keys);
 	dc_log_free(&log);
+	for (int k = 0; k < NR_TP; k++)
+		dc_tp_free(&tp_hits[k]);
 }
 
 int main(int argc, char **argv)
