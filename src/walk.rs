@@ -235,7 +235,10 @@ mod tests {
         assert_eq!(m.read_word(a, WordSize::W4), Some(0x5566_7788));
         assert_eq!(m.read_word(a + 4, WordSize::W4), Some(0x1122_3344));
         assert_eq!(m.read_pair(a, WordSize::W8), Some((words[0], words[1])));
-        assert_eq!(m.read_pair(a + 8, WordSize::W4), Some((0xddee_ff00, 0x99aa_bbcc)));
+        assert_eq!(
+            m.read_pair(a + 8, WordSize::W4),
+            Some((0xddee_ff00, 0x99aa_bbcc))
+        );
         // Past the end of the page, or across it.
         assert_eq!(m.read_word(a + 16, WordSize::W8), None);
         assert_eq!(m.read_word(a + 12, WordSize::W8), None);
