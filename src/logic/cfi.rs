@@ -1105,6 +1105,8 @@ impl Row {
     /// offset itself, the row is refused.  Other rules of the stack
     /// pointer are ignored as before (glibc's `__restore_rt` saves it by
     /// an expression whose value its CFA already is).
+    #[cold]
+    #[inline(never)]
     pub fn fold_sp(self, arch: Arch, signal: bool) -> Row {
         let row = Row {
             sp: Rule::Unmentioned,
@@ -1390,9 +1392,30 @@ impl Interp<'_> {
         }
     }
 
-    /// The current row as a step uses it ([`Row::fold_sp`]).
+    /// The row in effect at the end of the FDE, to the sink: out of line,
+    /// so that [`compile`]'s frame, on the deepest stack path (under it
+    /// the interpreter and its reads), keeps no row.
+    #[inline(never)]
+    fn emit_last(&mut self) -> Res<()> {
+        let (at, row) = (self.st.loc, self.out_row());
+        match self.sink.as_deref_mut() {
+            Some(sink) => sink.row(at, Ok(row)),
+            None => Ok(()),
+        }
+    }
+
+    /// The current row as a step uses it ([`Row::fold_sp`]): out of line
+    /// only for a signal frame's saved stack pointer, so that the
+    /// compilation's deepest frames keep no copy of a row for it.
+    #[inline(always)]
     fn out_row(&self) -> Row {
-        self.row.fold_sp(self.arch, self.signal)
+        if self.signal && matches!(self.row.sp, Rule::Offset(_)) {
+            return self.row.fold_sp(self.arch, true);
+        }
+        Row {
+            sp: Rule::Unmentioned,
+            ..self.row
+        }
     }
 
     fn factored(&self, n: i64) -> Res<i32> {
@@ -1754,7 +1777,7 @@ pub fn compile<M: UserBytes>(
         return Ok(());
     }
     let target = fde.pc_end - 1;
-    let res = match Interp::check(fde, ws) {
+    let (loc, e) = match Interp::check(fde, ws) {
         Ok(()) => {
             let mut it = Interp::start(scratch, fde, ws, target, Some(&mut *sink));
             let res = it
@@ -1765,17 +1788,16 @@ pub fn compile<M: UserBytes>(
                     it.run(r, fde.insns.0, fde.insns.1, false)
                 });
             match res {
-                Ok(()) => Ok((it.loc, it.out_row())),
-                Err(e) => Err((it.loc, e)),
+                Ok(()) => return it.emit_last(),
+                Err(e) => (it.loc, e),
             }
         }
-        Err(e) => Err((fde.pc_begin, e)),
+        Err(e) => (fde.pc_begin, e),
     };
-    match res {
-        Ok((loc, row)) => sink.row(loc, Ok(row)),
-        Err((_, e)) if transient(e) => Err(e),
-        Err((loc, e)) => sink.row(loc, Err(e)),
+    if transient(e) {
+        return Err(e);
     }
+    sink.row(loc, Err(e))
 }
 
 /// Compute the caller's frame from `row` (the rules at `frame`'s pc).
