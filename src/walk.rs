@@ -225,7 +225,11 @@ mod tests {
         }
         let mut writer = UserSlice::new(UserPtr::from_addr(end - 16), 16).writer();
         assert!(writer.write_slice(&bytes).is_ok());
-        // SAFETY: `end` is page-aligned inside the test's own mapping.
+        // SAFETY: `vm_munmap()` takes the current mm's lock itself; `end`
+        // is page-aligned and its page is the second of the test's own
+        // mapping, which nothing else uses and no reference points into
+        // (the writer above is done).  KUnit's cleanup unmaps both pages
+        // again later, which for the gone one is a no-op.
         assert_eq!(unsafe { bindings::vm_munmap(end, PAGE) }, 0);
 
         let mut m = CurrentUserMemory;

@@ -1090,24 +1090,23 @@ impl Row {
         sp: Rule::Unmentioned,
     };
 
-    /// The row a step uses, from the interpreter's: the stack pointer's
-    /// rule folded into the others.  Outside a signal frame's FDE
-    /// (`signal` false) it is ignored, as the CFA is the caller's stack
-    /// pointer by definition.  In a signal frame's, a saved stack pointer
-    /// is the interrupted one (the i386 vDSO's sigreturn since 7.3
-    /// describes the `sigcontext` so: CFA = `esp` + K, every register,
-    /// `esp` and the return address too, saved at CFA + its offset): the
-    /// CFA becomes the word at `sp` + K + its offset ([`Cfa::DerefSp`],
-    /// the form glibc's `__restore_rt` gives by an expression), and each
-    /// register saved at CFA + offset is saved at `sp` + K + offset
-    /// ([`Rule::AtSp`]).  Where the stack pointer is saved at CFA + offset
-    /// but the CFA is not `sp` + K, or a register's rule is the old CFA +
+    /// The row a step uses, from the interpreter's, in a signal frame's
+    /// FDE whose stack pointer is saved at CFA + offset (outside such an
+    /// FDE the rule is ignored, as the CFA is the caller's stack pointer
+    /// by definition: `Interp::out_row()`).  The saved stack pointer is
+    /// the interrupted one (the i386 vDSO's sigreturn since 7.3 describes
+    /// the `sigcontext` so: CFA = `esp` + K, every register, `esp` and the
+    /// return address too, saved at CFA + its offset): the CFA becomes the
+    /// word at `sp` + K + its offset ([`Cfa::DerefSp`], the form glibc's
+    /// `__restore_rt` gives by an expression), and each register saved at
+    /// CFA + offset is saved at `sp` + K + offset ([`Rule::AtSp`]).  Where
+    /// the CFA is not `sp` + K, or a register's rule is the old CFA +
     /// offset itself, the row is refused.  Other rules of the stack
     /// pointer are ignored as before (glibc's `__restore_rt` saves it by
     /// an expression whose value its CFA already is).
     #[cold]
     #[inline(never)]
-    pub fn fold_sp(self, arch: Arch, signal: bool) -> Row {
+    pub fn fold_sp(self, arch: Arch) -> Row {
         let row = Row {
             sp: Rule::Unmentioned,
             ..self
@@ -1115,9 +1114,6 @@ impl Row {
         let Rule::Offset(n) = self.sp else {
             return row;
         };
-        if !signal {
-            return row;
-        }
         let k = match self.cfa {
             Cfa::RegOffset(reg, k) if u64::from(reg) == arch.sp => {
                 k.checked_add(n).map(|at| (k, at))
@@ -1410,7 +1406,7 @@ impl Interp<'_> {
     #[inline(always)]
     fn out_row(&self) -> Row {
         if self.signal && matches!(self.row.sp, Rule::Offset(_)) {
-            return self.row.fold_sp(self.arch, true);
+            return self.row.fold_sp(self.arch);
         }
         Row {
             sp: Rule::Unmentioned,
