@@ -2915,14 +2915,16 @@ impl Tables for Leave {
 
 /// The run's end at a later frame's end row on a read budget ([`Leave`]):
 /// the interrupted frame (one read) by the general step, then two usual
-/// frames (three reads) by the memo's run, then the end frame, with 0
-/// to 4 reads left before it.  From 2 on, the end row ends a run: with 3
-/// or more left the first run steps both usual frames and takes the end
-/// frame's slot (a run takes as many frames as two reads each go into
-/// the budget); with 2, the first run stops short of it and a second run
-/// of one frame ends there; with 1 left, no run can start and the
-/// general step ends the walk at the same row; with none, the budget is
-/// exhausted and the walk takes the frame pointer (below the stack).
+/// frames (two reads, then one) by the memo's run, then the end frame,
+/// with 0 to 4 reads left before it.  A run takes as many frames as three
+/// reads each (a DRAP row's, the most a run's step reads) go into the
+/// budget: with 3 or more left, the first run steps both usual frames and
+/// a second run ends at the end row; with 2, one run steps each usual
+/// frame and, with fewer than three left, the general step ends the walk
+/// at the same row; with 1, a run steps the first usual frame and the
+/// general step the second and the end; with none, the general step
+/// takes the second usual frame, the budget is exhausted and the walk
+/// takes the frame pointer (below the stack).
 /// The exact trace, stop, steps, reads and hits, the same by the general
 /// step with the same budget (and, with reads left, by `cfi::step`).
 #[test]
@@ -2936,8 +2938,8 @@ fn usual_run_ends_at_the_end_row_on_a_budget() {
         // frames the memo's runs stepped or ended at.
         for (left, stop, hits) in [
             (0, Stop::FramePointerBelowStack, 1),
-            (1, Stop::EndOfStack, 2),
-            (2, Stop::EndOfStack, 3),
+            (1, Stop::EndOfStack, 1),
+            (2, Stop::EndOfStack, 2),
             (3, Stop::EndOfStack, 3),
             (4, Stop::EndOfStack, 3),
         ] {
@@ -2975,4 +2977,140 @@ fn usual_run_ends_at_the_end_row_on_a_budget() {
             }
         }
     }
+}
+
+/// A DRAP frame (a function that realigned its stack: i386 `main`) in a
+/// run of memoised frames: the interrupted frame (usual: CFA = sp + word,
+/// one read), its caller's DRAP row (CFA = the word at fp - `k` words,
+/// the return address below the CFA, the frame pointer saved at fp: three
+/// reads), then `_start`'s end row.  The run steps the DRAP frame
+/// (`drap_step`) without asking for the whole row: every frame a hit of
+/// the run, where before the DRAP frame ended a run (two hits).  Its CFA
+/// accepted; below the stack pointer or unaligned (refused: the walk goes
+/// on by the frame pointer); its CFA slot or its return address unmapped
+/// (a fault): the exact trace, stop, steps, reads and refusal, the same
+/// by `cfi::step`, by the general step with no memo, and from the memo;
+/// and on budgets around a run step's three reads, the same as the
+/// general step with that budget.
+#[test]
+fn drap_frames_are_stepped_by_the_run() {
+    let mut accepted = 0;
+    for ws in [WordSize::W8, WordSize::W4] {
+        let a = Arch::of(ws);
+        let w = ws.bytes();
+        let ra = a.ra as u8;
+        for k in [1u64, 4] {
+            let (mem, _) = Obj::new(ws)
+                .fde(CODE, 0x100, vec![])
+                .fde(
+                    CODE + 0x100,
+                    0x100,
+                    [deref_fp_insns(ws, -((k * w) as i64)), at_fp_insns(ws, 0)].concat(),
+                )
+                .fde(CODE + 0x200, 0x100, vec![0x07, ra])
+                .build();
+            let base = mem.with_stack(ws);
+            let sp0 = STACK + 0x400;
+            let (ret1, ret2) = (CODE + 0x121, CODE + 0x221);
+            // The DRAP frame's frame pointer (realigned, below its CFA),
+            // the CFA its slot holds, and the refusal there; the caller's
+            // frame pointer.
+            let (fp1, cfa1, fp2) = (STACK + 0x600, STACK + 0x800, STACK + 0xa00);
+            let above = STACK + STACK_LEN + 0x100;
+            let cases = [
+                ("CFA accepted", fp1, cfa1, None),
+                ("CFA below sp", fp1, STACK + 0x100, Some(Cause::CfaNotAbove)),
+                ("CFA unaligned", fp1, cfa1 + 1, Some(Cause::CfaUnaligned)),
+                ("CFA slot unmapped", above, cfa1, Some(Cause::Fault)),
+                ("return address unmapped", fp1, above, Some(Cause::Fault)),
+            ];
+            for (name, fp, cfa, cause) in cases {
+                let what = format!("{ws:?} DRAP at fp - {k} words, {name}");
+                let mut mem = base.clone();
+                mem.put_word(sp0, ret1, ws);
+                if mem.in_stack(fp).is_some() {
+                    mem.put_word(fp - k * w, cfa, ws);
+                    mem.put_word(fp, fp2, ws);
+                }
+                mem.put_word(cfa1 - w, ret2, ws);
+                let regs = regs(ws, CODE + 0x10, sp0, fp);
+                let (want, _) = reference_walk(&regs, &mut mem.clone(), 16);
+                assert_eq!(
+                    want.trace.get(..2),
+                    Some(&[CODE + 0x10, ret1][..]),
+                    "{what}: by cfi::step {want:x?}"
+                );
+                // The DRAP frame's refusal (the frame-pointer walk after it
+                // meets pcs of the stack's pattern, which no FDE covers).
+                let mut refused = want.refused;
+                refused[Cause::NoFde as usize] = 0;
+                assert_eq!(
+                    refused,
+                    refused_once(cause),
+                    "{what}: by cfi::step {want:x?}"
+                );
+                if cause.is_some() {
+                    assert_eq!(want.table_frames, 1, "{what}: by cfi::step");
+                } else {
+                    assert_eq!(
+                        want.trace,
+                        [CODE + 0x10, ret1, ret2],
+                        "{what}: by cfi::step"
+                    );
+                    assert_eq!(want.stop, Stop::EndOfStack, "{what}: by cfi::step");
+                    assert_eq!(want.table_frames, 2, "{what}: by cfi::step");
+                    accepted += 1;
+                }
+                // The general step, no memo.
+                let mut m = mem.clone();
+                let mut general = OneObject::new(&mut m, ws);
+                general.memo = None;
+                table_walk(&regs, &mut m, &mut general, 16);
+                let (got, gstats) = table_walk(&regs, &mut m, &mut general, 16);
+                assert_eq!(got, want, "{what}: general step");
+                // From the memo, filled by a first walk: the DRAP frame a
+                // hit of the run, accepted or refused, and the end row one
+                // when reached.
+                let mut m = mem.clone();
+                let mut tables = OneObject::new(&mut m, ws);
+                table_walk(&regs, &mut m, &mut tables, 16);
+                let (fills, hits) = (tables.fills, tables.usual_hits);
+                let (got, stats) = table_walk(&regs, &mut m, &mut tables, 16);
+                assert_eq!(got, want, "{what}: memo");
+                assert_eq!(stats.reads, gstats.reads, "{what}: memo reads");
+                assert_eq!(tables.fills, fills, "{what}: memo");
+                let want_hits = if cause.is_none() { 3 } else { 2 };
+                assert_eq!(
+                    tables.usual_hits - hits,
+                    want_hits,
+                    "{what}: hits of the run"
+                );
+                // On budgets around a run step's three reads: the memo's
+                // walk is the general step's with the same budget.
+                for left in 0..8 {
+                    let walk = |memo: bool| {
+                        let mut m = mem.clone();
+                        let mut t = OneObject::new(&mut m, ws);
+                        if !memo {
+                            t.memo = None;
+                        }
+                        table_walk(&regs, &mut m, &mut t, 16);
+                        let mut t = Leave {
+                            t,
+                            leave: Some(left),
+                        };
+                        table_walk(&regs, &mut m, &mut t, 16)
+                    };
+                    let ((tw, ts), (gw, gs)) = (walk(true), walk(false));
+                    assert_eq!(tw, gw, "{what}, {left} reads left: memo vs general");
+                    assert_eq!(ts.reads, gs.reads, "{what}, {left} reads left");
+                    assert_eq!(
+                        ts.budget_exhausted, gs.budget_exhausted,
+                        "{what}, {left} reads left"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(accepted, 4);
 }

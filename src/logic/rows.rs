@@ -344,6 +344,19 @@ impl PackedRow {
         }
     }
 
+    /// The row of a function that realigns its stack (DRAP: i386 `main`,
+    /// and any function whose frame needs more than the ABI's alignment):
+    /// the CFA is the word at the frame pointer + offset, the return
+    /// address is saved at CFA + offset, and the frame pointer at the
+    /// frame pointer + offset.  A walk's run of memoised frames steps it
+    /// ([`PcMemo::drap`]); its three reads are [`super::walk`]'s bound of
+    /// a run's step.
+    #[inline]
+    pub fn is_drap(&self) -> bool {
+        self.kind & (CFA_MASK | RA_UNDEFINED | RA_AT_SP) == CFA_DEREF_FP
+            && (self.kind >> FP_SHIFT) & 7 == FP_AT_FP
+    }
+
     /// The refusal's cause, for a refused row.
     #[inline]
     pub fn refusal(&self) -> Option<Cause> {
@@ -507,6 +520,10 @@ const NOT_USUAL: u64 = 1 << 63;
 /// stack's ([`PcMemo::end`]).
 const END: u64 = 1 << 62;
 
+/// The bits of a [`MemoSlot`]'s key that say its row is a DRAP row
+/// ([`PcMemo::drap`]): both flags, which no other row has.
+const DRAP: u64 = NOT_USUAL | END;
+
 /// A two-way set-associative memo of the rows found for recent pcs, in
 /// front of the objects' sorted rows: a frame whose pc a walk met before
 /// (the same call site in a later sample, or in a recursion) costs a
@@ -611,6 +628,19 @@ impl PcMemo {
         self.find(key, key | END)?.row.end()
     }
 
+    /// The row memoised for `pc` if it is a DRAP row
+    /// ([`PackedRow::is_drap`]) and not a signal frame's: the other row a
+    /// walk's run of memoised frames steps by.
+    #[inline]
+    pub fn drap(&self, pc: u64, ws: WordSize) -> Option<PackedRow> {
+        let key = Self::key(pc, ws)?;
+        let s = self.find(key, key | DRAP)?;
+        Some(PackedRow {
+            fast: s.row.fast & !MEMO_BITS,
+            ..s.row
+        })
+    }
+
     /// Remember `found` for `pc`, in the way that holds `pc` if one does,
     /// else in the first, whose row moves to the second (the older of the
     /// two is forgotten).
@@ -634,6 +664,8 @@ impl PcMemo {
             0
         } else if row.end().is_some() {
             END
+        } else if row.is_drap() {
+            DRAP
         } else {
             NOT_USUAL
         };

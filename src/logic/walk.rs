@@ -695,9 +695,10 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
     }
 }
 
-/// The reads a usual step takes at most: a [`usual_run`] steps a frame
-/// only if they are left.
-const USUAL_READS: u32 = 2;
+/// The reads a step of a [`usual_run`] takes at most (a usual row's two
+/// words, a DRAP row's three: [`drap_step`]): the run steps a frame only
+/// if they are left.
+const RUN_READS: u32 = 3;
 
 /// The frame a [`usual_loop`] is at (its pc: the ip where it is the
 /// interrupted frame, else the ip - 1; its frame pointer, known), and the
@@ -713,8 +714,8 @@ struct RunFrame {
 /// Why a [`usual_loop`] ended.
 #[derive(Clone, Copy)]
 enum End {
-    /// The memo does not hold the pc as a usual row, or fewer than
-    /// [`USUAL_READS`] reads are left.
+    /// The memo does not hold the pc as a usual or DRAP row, or fewer
+    /// than [`RUN_READS`] reads are left.
     Ask,
     /// The step was refused (the memo held the row).
     Refused(Cause),
@@ -727,12 +728,12 @@ enum End {
 }
 
 /// The loop of a [`usual_run`], from frame `f`, while `memo` holds usual
-/// rows for the frames' pcs: each caller stepped to, its ip written to the
-/// next of `slots`.  The slots left, and why it ended.  Out of line, so
-/// that the frame, the memo and the slots are the only values the loop
-/// keeps in registers; it steps at most as many frames as [`USUAL_READS`]
-/// go into the reads left, so that the one bound of the loop is its
-/// slots.
+/// rows for the frames' pcs (or DRAP rows, [`drap_step`]): each caller
+/// stepped to, its ip written to the next of `slots`.  The slots left, and
+/// why it ended.  Out of line, so that the frame, the memo and the slots
+/// are the only values the loop keeps in registers; it steps at most as
+/// many frames as [`RUN_READS`] go into the reads left, so that the one
+/// bound of the loop is its slots.
 #[inline(never)]
 fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
     memo: &PcMemo,
@@ -750,7 +751,7 @@ fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
         mut left,
     } = *f;
     let len = slots.len();
-    let frames = len.min((left / USUAL_READS) as usize);
+    let frames = len.min((left / RUN_READS) as usize);
     let mut run = slots.get_mut(..frames).unwrap_or_default().iter_mut();
     // The frames stepped when the loop ends with the slot of the next one
     // taken.
@@ -761,19 +762,26 @@ fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
             // The budget's end is [`table_step`]'s to handle.
             break (if frames == len { End::Full } else { End::Ask }, frames);
         };
-        let Some(u) = memo.usual(pc, ws) else {
-            // The end of the stack's row ends the run as `table_step`
-            // ends the walk there: its CFA checked, nothing read.
-            let end = match memo.end(pc, ws) {
-                Some((cfa_fp, off)) => match end_cfa(sp, fp, cfa_fp, off, ws) {
-                    Ok(()) => End::Outermost,
-                    Err(cause) => End::Refused(cause),
-                },
-                None => End::Ask,
-            };
-            break (end, stepped(&run));
+        let step = match memo.usual(pc, ws) {
+            Some(u) => usual_step::<false, M>(sp, Some(fp), bx, ws, r, u, &mut left),
+            None => match memo.drap(pc, ws) {
+                Some(row) => drap_step(sp, fp, bx, ws, r, &row, &mut left),
+                None => {
+                    // The end of the stack's row ends the run as
+                    // `table_step` ends the walk there: its CFA checked,
+                    // nothing read.
+                    let end = match memo.end(pc, ws) {
+                        Some((cfa_fp, off)) => match end_cfa(sp, fp, cfa_fp, off, ws) {
+                            Ok(()) => End::Outermost,
+                            Err(cause) => End::Refused(cause),
+                        },
+                        None => End::Ask,
+                    };
+                    break (end, stepped(&run));
+                }
+            },
         };
-        let caller = match usual_step::<false, M>(sp, Some(fp), bx, ws, r, u, &mut left) {
+        let caller = match step {
             Ok(caller) => caller,
             Err(cause) => break (End::Refused(cause), stepped(&run)),
         };
@@ -784,7 +792,8 @@ fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
         *slot = ip;
         pc = ip.wrapping_sub(1);
         (sp, bx) = (caller.1, caller.3);
-        // A usual row saves the frame pointer or keeps it.
+        // A usual row saves the frame pointer or keeps it, a DRAP row
+        // saves it.
         if let Some(v) = caller.2 {
             fp = v;
         }
@@ -908,8 +917,8 @@ fn enter(w: &mut Walk, t: &mut TableFrame, caller: Caller, ip_is_ra: bool) {
 /// hand table both ways), from the frame's stack pointer, frame pointer
 /// (`None`: unknown) and `%rbx`.  Its reads are charged to `r` where
 /// `CHARGE`, else taken from `left`, the reads a [`usual_run`] has left
-/// (it makes sure of [`USUAL_READS`] before the step, and charges `r`
-/// when it ends), at the same points.  It reads at most [`USUAL_READS`]
+/// (it makes sure of [`RUN_READS`] before the step, and charges `r`
+/// when it ends), at the same points.  It reads at most [`RUN_READS`]
 /// words: the run's arithmetic on `left` (wrapping) depends on it, so a
 /// usual row that needs more reads needs that bound raised.
 #[inline(always)]
@@ -978,6 +987,44 @@ fn usual_step<const CHARGE: bool, M: UserMemory + cfi::UserBytes>(
         None => bx,
     };
     Ok((ra, cfa, fp, bx))
+}
+
+/// [`apply_row`] and the caller's `%rbx` for a DRAP row
+/// ([`PackedRow::is_drap`]) in a [`usual_run`], the frame pointer known:
+/// the CFA read at the frame pointer + offset and checked, the return
+/// address read at CFA + offset, the frame pointer at the frame pointer +
+/// offset, three reads taken from `left` as [`usual_step`] takes them, in
+/// [`apply_row`]'s order and with its outcome (the host tests walk every
+/// hand table with a DRAP row both ways).  Out of line: one frame of a
+/// stack has it (i386 `main`), and the run's loop stays small.
+#[inline(never)]
+fn drap_step<M: UserMemory + cfi::UserBytes>(
+    sp: u64,
+    fp: u64,
+    bx: cfi::Saved,
+    ws: WordSize,
+    r: &mut Reader<'_, M>,
+    row: &PackedRow,
+    left: &mut u32,
+) -> Result<Caller, Cause> {
+    let mut word = |r: &mut Reader<'_, M>, at: Option<u64>| -> Result<u64, Cause> {
+        let at = at.ok_or(Cause::Fault)?;
+        *left = left.wrapping_sub(1);
+        r.mem().read_word(at, ws).ok_or(Cause::Fault)
+    };
+    let (CfaRule::DerefFp(cfa_off), RaRule::At(ra_off), FpRule::AtFp(fp_off)) = (
+        row.cfa_rule().ok_or(Cause::Malformed)?,
+        row.ra_rule(),
+        row.fp_rule(),
+    ) else {
+        return Err(Cause::Malformed);
+    };
+    let cfa = word(r, fp.checked_add_signed(i64::from(cfa_off)))?;
+    let cfa = cfi::check_cfa(cfa, sp, ws, false).map_err(cfi::Refusal::cause)?;
+    let ra = word(r, cfa.checked_add_signed(i64::from(ra_off)))?;
+    let caller_fp = word(r, fp.checked_add_signed(i64::from(fp_off)))?;
+    let bx = bx.caller(row.bx_rule(), sp, cfa, cfi::Arch::of(ws).bx, ws);
+    Ok((ra, cfa, Some(caller_fp), bx))
 }
 
 /// The caller's ip, CFA and frame pointer (`None`: unknown) by a compiled
