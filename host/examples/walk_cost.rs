@@ -91,10 +91,16 @@ impl UserMemory for Mem {
     }
 }
 
+/// A mapping: start, end, file offset, name.
+type Mapping = (u64, u64, u64, String);
+
+/// An address range: start, end.
+type Range = (u64, u64);
+
 /// The readable mappings, the one holding `sp` (the stack: under
 /// valgrind it is not `[stack]`), and every mapping with its file offset
 /// and name.
-fn maps(sp: u64) -> (Vec<(u64, u64)>, (u64, u64), Vec<(u64, u64, u64, String)>) {
+fn maps(sp: u64) -> (Vec<Range>, Range, Vec<Mapping>) {
     let text = std::fs::read_to_string("/proc/self/maps").expect("maps");
     let mut readable = Vec::new();
     let mut stack = (0, 0);
