@@ -2915,16 +2915,14 @@ impl Tables for Leave {
 
 /// The run's end at a later frame's end row on a read budget ([`Leave`]):
 /// the interrupted frame (one read) by the general step, then two usual
-/// frames (two reads, then one) by the memo's run, then the end frame,
-/// with 0 to 4 reads left before it.  A run takes as many frames as three
-/// reads each (a DRAP row's, the most a run's step reads) go into the
-/// budget: with 3 or more left, the first run steps both usual frames and
-/// a second run ends at the end row; with 2, one run steps each usual
-/// frame and, with fewer than three left, the general step ends the walk
-/// at the same row; with 1, a run steps the first usual frame and the
-/// general step the second and the end; with none, the general step
-/// takes the second usual frame, the budget is exhausted and the walk
-/// takes the frame pointer (below the stack).
+/// frames (three reads) by the memo's run, then the end frame, with 0
+/// to 4 reads left before it.  From 2 on, the end row ends a run: with 3
+/// or more left the first run steps both usual frames and takes the end
+/// frame's slot (a run takes as many frames as two reads each go into
+/// the budget); with 2, the first run stops short of it and a second run
+/// of one frame ends there; with 1 left, no run can start and the
+/// general step ends the walk at the same row; with none, the budget is
+/// exhausted and the walk takes the frame pointer (below the stack).
 /// The exact trace, stop, steps, reads and hits, the same by the general
 /// step with the same budget (and, with reads left, by `cfi::step`).
 #[test]
@@ -2938,8 +2936,8 @@ fn usual_run_ends_at_the_end_row_on_a_budget() {
         // frames the memo's runs stepped or ended at.
         for (left, stop, hits) in [
             (0, Stop::FramePointerBelowStack, 1),
-            (1, Stop::EndOfStack, 1),
-            (2, Stop::EndOfStack, 2),
+            (1, Stop::EndOfStack, 2),
+            (2, Stop::EndOfStack, 3),
             (3, Stop::EndOfStack, 3),
             (4, Stop::EndOfStack, 3),
         ] {
@@ -2990,7 +2988,7 @@ fn usual_run_ends_at_the_end_row_on_a_budget() {
 /// on by the frame pointer); its CFA slot or its return address unmapped
 /// (a fault): the exact trace, stop, steps, reads and refusal, the same
 /// by `cfi::step`, by the general step with no memo, and from the memo;
-/// and on budgets around a run step's three reads, the same as the
+/// and on budgets around a DRAP step's three reads, the same as the
 /// general step with that budget.
 #[test]
 fn drap_frames_are_stepped_by_the_run() {
@@ -3085,7 +3083,7 @@ fn drap_frames_are_stepped_by_the_run() {
                     want_hits,
                     "{what}: hits of the run"
                 );
-                // On budgets around a run step's three reads: the memo's
+                // On budgets around a DRAP step's three reads: the memo's
                 // walk is the general step's with the same budget.
                 for left in 0..8 {
                     let walk = |memo: bool| {

@@ -616,10 +616,12 @@ enum Run {
 /// ([`Tables::memo`]: frames a walk met before, the common case at a warm
 /// mm's every sample), from `out[*nr]` on: each stepped as [`table_step`]
 /// steps a usual row, by [`usual_step`], in a loop that keeps the frame,
-/// the memo and the read budget in locals and has nothing else to decide,
-/// each caller's ip written to `out`; the hits and reads are counted when
-/// it ends.  `W8`: the walk's word size is 8 bytes (else 4), a constant in
-/// each copy of the loop.
+/// the memo and the read budget in locals and has nothing else to decide
+/// ([`usual_loop`]), each caller's ip written to `out`; where the loop
+/// meets a frame whose DRAP row the memo holds ([`drap_step`]: i386
+/// `main`), that frame stepped and the loop entered again; the hits and
+/// reads are counted when it ends.  `W8`: the walk's word size is 8 bytes
+/// (else 4), a constant in each copy of the loop.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
@@ -659,7 +661,33 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
         bx: t.bx,
         left: left0,
     };
-    let (left_slots, end) = usual_loop::<W8, M>(memo, r, w.user_limit, slots, &mut f);
+    // Slots taken: the frames stepped.
+    let mut done = 0;
+    let end = loop {
+        let rest = slots.get_mut(done..).unwrap_or_default();
+        let len = rest.len();
+        let (left_slots, end) = usual_loop::<W8, M>(memo, r, w.user_limit, rest, &mut f);
+        done += len.saturating_sub(left_slots);
+        if !matches!(end, End::Miss) {
+            break end;
+        }
+        // A frame the memo holds no usual or end row for, with a slot and
+        // the reads of a DRAP step left: its DRAP row, if it has one.
+        let Some(slot) = slots.get_mut(done) else {
+            break End::Ask;
+        };
+        if f.left < DRAP_READS {
+            break End::Ask;
+        }
+        match run_drap(memo, r, w.user_limit, W8, &mut f) {
+            Some(Ok(ip)) => {
+                *slot = ip;
+                done += 1;
+            }
+            Some(Err(end)) => break end,
+            None => break End::Ask,
+        }
+    };
     let RunFrame {
         pc,
         sp,
@@ -667,10 +695,10 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
         bx,
         left,
     } = f;
-    let stepped = total.saturating_sub(left_slots);
+    let stepped = done.min(total);
     // The memo held the row of the frame the run ended at, unless it
     // ended for want of one or of a slot.
-    let hits = stepped + usize::from(!matches!(end, End::Ask | End::Full));
+    let hits = stepped + usize::from(!matches!(end, End::Ask | End::Miss | End::Full));
     tables.memo_hits(u32::try_from(hits).unwrap_or(u32::MAX));
     // At most what was left: the charge cannot fail.
     let _ = r.charge(left0.wrapping_sub(left));
@@ -683,8 +711,8 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
         *nr = n;
     }
     match end {
-        End::Ask if stepped == 0 => Run::Ask,
-        End::Ask => Run::Moved,
+        End::Ask | End::Miss if stepped == 0 => Run::Ask,
+        End::Ask | End::Miss => Run::Moved,
         End::Refused(cause) => {
             stats.refuse(cause);
             Run::Refused
@@ -695,10 +723,15 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
     }
 }
 
-/// The reads a step of a [`usual_run`] takes at most (a usual row's two
-/// words, a DRAP row's three: [`drap_step`]): the run steps a frame only
-/// if they are left.
-const RUN_READS: u32 = 3;
+/// The reads a usual step takes at most: a [`usual_run`] steps a frame
+/// only if they are left.
+const USUAL_READS: u32 = 2;
+
+/// The reads a DRAP step takes at most ([`drap_step`]): a [`usual_run`]
+/// steps a DRAP frame only if they are left.  (Not the loop's bound: with
+/// three there, the loop of usual steps took four instructions more a
+/// frame, `make bench`'s 64-bit walk at 263 frames.)
+const DRAP_READS: u32 = 3;
 
 /// The frame a [`usual_loop`] is at (its pc: the ip where it is the
 /// interrupted frame, else the ip - 1; its frame pointer, known), and the
@@ -714,9 +747,12 @@ struct RunFrame {
 /// Why a [`usual_loop`] ended.
 #[derive(Clone, Copy)]
 enum End {
-    /// The memo does not hold the pc as a usual or DRAP row, or fewer
-    /// than [`RUN_READS`] reads are left.
+    /// The memo does not hold the pc as a usual, end or DRAP row, or
+    /// fewer than [`USUAL_READS`] reads are left.
     Ask,
+    /// The memo does not hold the pc as a usual or end row: the loop's
+    /// end, where [`usual_run`] looks for its DRAP row ([`run_drap`]).
+    Miss,
     /// The step was refused (the memo held the row).
     Refused(Cause),
     /// The caller's ip is not a user address (the memo held the row).
@@ -728,11 +764,11 @@ enum End {
 }
 
 /// The loop of a [`usual_run`], from frame `f`, while `memo` holds usual
-/// rows for the frames' pcs (or DRAP rows, [`drap_step`]): each caller
-/// stepped to, its ip written to the next of `slots`.  The slots left, and
+/// rows for the frames' pcs: each caller stepped to, its ip written to the
+/// next of `slots`.  The slots left, and
 /// why it ended.  Out of line, so that the frame, the memo and the slots
 /// are the only values the loop keeps in registers; it steps at most as
-/// many frames as [`RUN_READS`] go into the reads left, so that the one
+/// many frames as [`USUAL_READS`] go into the reads left, so that the one
 /// bound of the loop is its slots.
 #[inline(never)]
 fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
@@ -751,7 +787,7 @@ fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
         mut left,
     } = *f;
     let len = slots.len();
-    let frames = len.min((left / RUN_READS) as usize);
+    let frames = len.min((left / USUAL_READS) as usize);
     let mut run = slots.get_mut(..frames).unwrap_or_default().iter_mut();
     // The frames stepped when the loop ends with the slot of the next one
     // taken.
@@ -762,26 +798,19 @@ fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
             // The budget's end is [`table_step`]'s to handle.
             break (if frames == len { End::Full } else { End::Ask }, frames);
         };
-        let step = match memo.usual(pc, ws) {
-            Some(u) => usual_step::<false, M>(sp, Some(fp), bx, ws, r, u, &mut left),
-            None => match memo.drap(pc, ws) {
-                Some(row) => drap_step(sp, fp, bx, ws, r, &row, &mut left),
-                None => {
-                    // The end of the stack's row ends the run as
-                    // `table_step` ends the walk there: its CFA checked,
-                    // nothing read.
-                    let end = match memo.end(pc, ws) {
-                        Some((cfa_fp, off)) => match end_cfa(sp, fp, cfa_fp, off, ws) {
-                            Ok(()) => End::Outermost,
-                            Err(cause) => End::Refused(cause),
-                        },
-                        None => End::Ask,
-                    };
-                    break (end, stepped(&run));
-                }
-            },
+        let Some(u) = memo.usual(pc, ws) else {
+            // The end of the stack's row ends the run as `table_step`
+            // ends the walk there: its CFA checked, nothing read.
+            let end = match memo.end(pc, ws) {
+                Some((cfa_fp, off)) => match end_cfa(sp, fp, cfa_fp, off, ws) {
+                    Ok(()) => End::Outermost,
+                    Err(cause) => End::Refused(cause),
+                },
+                None => End::Miss,
+            };
+            break (end, stepped(&run));
         };
-        let caller = match step {
+        let caller = match usual_step::<false, M>(sp, Some(fp), bx, ws, r, u, &mut left) {
             Ok(caller) => caller,
             Err(cause) => break (End::Refused(cause), stepped(&run)),
         };
@@ -792,8 +821,7 @@ fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
         *slot = ip;
         pc = ip.wrapping_sub(1);
         (sp, bx) = (caller.1, caller.3);
-        // A usual row saves the frame pointer or keeps it, a DRAP row
-        // saves it.
+        // A usual row saves the frame pointer or keeps it.
         if let Some(v) = caller.2 {
             fp = v;
         }
@@ -917,8 +945,8 @@ fn enter(w: &mut Walk, t: &mut TableFrame, caller: Caller, ip_is_ra: bool) {
 /// hand table both ways), from the frame's stack pointer, frame pointer
 /// (`None`: unknown) and `%rbx`.  Its reads are charged to `r` where
 /// `CHARGE`, else taken from `left`, the reads a [`usual_run`] has left
-/// (it makes sure of [`RUN_READS`] before the step, and charges `r`
-/// when it ends), at the same points.  It reads at most [`RUN_READS`]
+/// (it makes sure of [`USUAL_READS`] before the step, and charges `r`
+/// when it ends), at the same points.  It reads at most [`USUAL_READS`]
 /// words: the run's arithmetic on `left` (wrapping) depends on it, so a
 /// usual row that needs more reads needs that bound raised.
 #[inline(always)]
@@ -989,15 +1017,50 @@ fn usual_step<const CHARGE: bool, M: UserMemory + cfi::UserBytes>(
     Ok((ra, cfa, fp, bx))
 }
 
-/// [`apply_row`] and the caller's `%rbx` for a DRAP row
-/// ([`PackedRow::is_drap`]) in a [`usual_run`], the frame pointer known:
-/// the CFA read at the frame pointer + offset and checked, the return
-/// address read at CFA + offset, the frame pointer at the frame pointer +
-/// offset, three reads taken from `left` as [`usual_step`] takes them, in
-/// [`apply_row`]'s order and with its outcome (the host tests walk every
-/// hand table with a DRAP row both ways).  Out of line: one frame of a
-/// stack has it (i386 `main`), and the run's loop stays small.
+/// A [`usual_run`]'s frame `f` whose pc the memo holds no usual or end
+/// row for, stepped by its DRAP row ([`drap_step`]) if the memo holds one
+/// (`None` if not): the caller's ip, `f` its frame (the reads taken from
+/// `f.left`, which has [`DRAP_READS`]), or the run's end (refused, or the
+/// caller's ip not a user address).  Out of line and cold: one frame of a
+/// stack has it (i386 `main`), and the loop of usual frames stays as it
+/// is.
+#[cold]
 #[inline(never)]
+fn run_drap<M: UserMemory + cfi::UserBytes>(
+    memo: &PcMemo,
+    r: &mut Reader<'_, M>,
+    user_limit: u64,
+    w8: bool,
+    f: &mut RunFrame,
+) -> Option<Result<u64, End>> {
+    let ws = if w8 { WordSize::W8 } else { WordSize::W4 };
+    let row = memo.drap(f.pc, ws)?;
+    let mut reads = 0;
+    let step = drap_step(f.sp, f.fp, f.bx, ws, r, &row, &mut reads);
+    f.left = f.left.wrapping_sub(reads);
+    Some(match step {
+        Ok((ip, _, _, _)) if ip >= user_limit => Err(End::NotUser),
+        Ok((ip, sp, fp, bx)) => {
+            f.pc = ip.wrapping_sub(1);
+            f.sp = sp;
+            if let Some(fp) = fp {
+                f.fp = fp;
+            }
+            f.bx = bx;
+            Ok(ip)
+        }
+        Err(cause) => Err(End::Refused(cause)),
+    })
+}
+
+/// [`apply_row`] and the caller's `%rbx` for a DRAP row
+/// ([`PackedRow::is_drap`]), the frame pointer known: the CFA read at the
+/// frame pointer + offset and checked, the return address read at CFA +
+/// offset, the frame pointer at the frame pointer + offset, in
+/// [`apply_row`]'s order and with its outcome (the host tests walk every
+/// hand table with a DRAP row both ways); its reads (at most three)
+/// counted in `reads`.
+#[inline(always)]
 fn drap_step<M: UserMemory + cfi::UserBytes>(
     sp: u64,
     fp: u64,
@@ -1005,11 +1068,11 @@ fn drap_step<M: UserMemory + cfi::UserBytes>(
     ws: WordSize,
     r: &mut Reader<'_, M>,
     row: &PackedRow,
-    left: &mut u32,
+    reads: &mut u32,
 ) -> Result<Caller, Cause> {
     let mut word = |r: &mut Reader<'_, M>, at: Option<u64>| -> Result<u64, Cause> {
         let at = at.ok_or(Cause::Fault)?;
-        *left = left.wrapping_sub(1);
+        *reads += 1;
         r.mem().read_word(at, ws).ok_or(Cause::Fault)
     };
     let (CfaRule::DerefFp(cfa_off), RaRule::At(ra_off), FpRule::AtFp(fp_off)) = (
