@@ -1021,11 +1021,10 @@ fn usual_step<const CHARGE: bool, M: UserMemory + cfi::UserBytes>(
 /// row for, stepped by its DRAP row ([`drap_step`]) if the memo holds one
 /// (`None` if not): the caller's ip, `f` its frame (the reads taken from
 /// `f.left`, which has [`DRAP_READS`]), or the run's end (refused, or the
-/// caller's ip not a user address).  Out of line and cold: one frame of a
-/// stack has it (i386 `main`), and the loop of usual frames stays as it
-/// is.
-#[cold]
-#[inline(never)]
+/// caller's ip not a user address).  In [`usual_run`], not in the loop
+/// of usual frames, which stays as it is (out of line and cold, it cost
+/// a 15-frame compat walk 100 instructions more, `make bench`).
+#[inline(always)]
 fn run_drap<M: UserMemory + cfi::UserBytes>(
     memo: &PcMemo,
     r: &mut Reader<'_, M>,
