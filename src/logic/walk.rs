@@ -661,32 +661,12 @@ fn usual_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
         bx: t.bx,
         left: left0,
     };
+    let (left_slots, end) = usual_loop::<W8, M>(memo, r, w.user_limit, slots, &mut f);
     // Slots taken: the frames stepped.
-    let mut done = 0;
-    let end = loop {
-        let rest = slots.get_mut(done..).unwrap_or_default();
-        let len = rest.len();
-        let (left_slots, end) = usual_loop::<W8, M>(memo, r, w.user_limit, rest, &mut f);
-        done += len.saturating_sub(left_slots);
-        if !matches!(end, End::Miss) {
-            break end;
-        }
-        // A frame the memo holds no usual or end row for, with a slot and
-        // the reads of a DRAP step left: its DRAP row, if it has one.
-        let Some(slot) = slots.get_mut(done) else {
-            break End::Ask;
-        };
-        if f.left < DRAP_READS {
-            break End::Ask;
-        }
-        match run_drap(memo, r, w.user_limit, W8, &mut f) {
-            Some(Ok(ip)) => {
-                *slot = ip;
-                done += 1;
-            }
-            Some(Err(end)) => break end,
-            None => break End::Ask,
-        }
+    let mut done = total.saturating_sub(left_slots);
+    let end = match end {
+        End::Miss => drap_run::<W8, M>(memo, r, w.user_limit, slots, &mut f, &mut done),
+        end => end,
     };
     let RunFrame {
         pc,
@@ -1017,13 +997,54 @@ fn usual_step<const CHARGE: bool, M: UserMemory + cfi::UserBytes>(
     Ok((ra, cfa, fp, bx))
 }
 
+/// The rest of a [`usual_run`] whose loop ended at a frame the memo holds
+/// no usual or end row for (`f`, `done` slots of `slots` taken): if the
+/// memo holds its DRAP row, with a slot and [`DRAP_READS`] left, that
+/// frame stepped ([`run_drap`]) and the loop entered again, as long as
+/// that goes on; how the run ended.  Out of line: a walk of usual frames
+/// (every 64-bit warm walk of the benchmark) never calls it, and its
+/// frame is not on the deepest stack path (the compile's, under
+/// [`walk_tables`]).
+#[inline(never)]
+fn drap_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
+    memo: &PcMemo,
+    r: &mut Reader<'_, M>,
+    user_limit: u64,
+    slots: &mut [u64],
+    f: &mut RunFrame,
+    done: &mut usize,
+) -> End {
+    loop {
+        let Some(slot) = slots.get_mut(*done) else {
+            return End::Ask;
+        };
+        if f.left < DRAP_READS {
+            return End::Ask;
+        }
+        match run_drap(memo, r, user_limit, W8, f) {
+            Some(Ok(ip)) => {
+                *slot = ip;
+                *done += 1;
+            }
+            Some(Err(end)) => return end,
+            None => return End::Ask,
+        }
+        let rest = slots.get_mut(*done..).unwrap_or_default();
+        let len = rest.len();
+        let (left_slots, end) = usual_loop::<W8, M>(memo, r, user_limit, rest, f);
+        *done += len.saturating_sub(left_slots);
+        if !matches!(end, End::Miss) {
+            return end;
+        }
+    }
+}
+
 /// A [`usual_run`]'s frame `f` whose pc the memo holds no usual or end
 /// row for, stepped by its DRAP row ([`drap_step`]) if the memo holds one
-/// (`None` if not): the caller's ip, `f` its frame (the reads taken from
-/// `f.left`, which has [`DRAP_READS`]), or the run's end (refused, or the
-/// caller's ip not a user address).  In [`usual_run`], not in the loop
-/// of usual frames, which stays as it is (out of line and cold, it cost
-/// a 15-frame compat walk 100 instructions more, `make bench`).
+/// (`None` if not).  Inlined into [`drap_run`]: not in the loop of usual
+/// frames, which stays as it is, nor in [`walk_tables`], whose frame it
+/// grew by 64-80 bytes; as a call of its own it cost a 15-frame compat
+/// walk 100 instructions more (`make bench`).
 #[inline(always)]
 fn run_drap<M: UserMemory + cfi::UserBytes>(
     memo: &PcMemo,
@@ -1034,59 +1055,54 @@ fn run_drap<M: UserMemory + cfi::UserBytes>(
 ) -> Option<Result<u64, End>> {
     let ws = if w8 { WordSize::W8 } else { WordSize::W4 };
     let row = memo.drap(f.pc, ws)?;
-    let mut reads = 0;
-    let step = drap_step(f.sp, f.fp, f.bx, ws, r, &row, &mut reads);
-    f.left = f.left.wrapping_sub(reads);
-    Some(match step {
-        Ok((ip, _, _, _)) if ip >= user_limit => Err(End::NotUser),
-        Ok((ip, sp, fp, bx)) => {
-            f.pc = ip.wrapping_sub(1);
-            f.sp = sp;
-            if let Some(fp) = fp {
-                f.fp = fp;
-            }
-            f.bx = bx;
-            Ok(ip)
-        }
-        Err(cause) => Err(End::Refused(cause)),
-    })
+    Some(drap_step(r, user_limit, ws, f, &row))
 }
 
 /// [`apply_row`] and the caller's `%rbx` for a DRAP row
-/// ([`PackedRow::is_drap`]), the frame pointer known: the CFA read at the
-/// frame pointer + offset and checked, the return address read at CFA +
-/// offset, the frame pointer at the frame pointer + offset, in
-/// [`apply_row`]'s order and with its outcome (the host tests walk every
-/// hand table with a DRAP row both ways); its reads (at most three)
-/// counted in `reads`.
+/// ([`PackedRow::is_drap`]) at frame `f` of a [`usual_run`] (the frame
+/// pointer known): the CFA read at the frame pointer + offset and
+/// checked, the return address read at CFA + offset, the frame pointer at
+/// the frame pointer + offset, in [`apply_row`]'s order and with its
+/// outcome (the host tests walk every hand table with a DRAP row both
+/// ways).  The caller's ip, `f` made its frame, or the run's end (refused,
+/// or the ip not a user address); its reads (at most [`DRAP_READS`],
+/// which `f.left` has) taken from `f.left`.  The frame is changed in
+/// place, with no caller's tuple in between.
 #[inline(always)]
 fn drap_step<M: UserMemory + cfi::UserBytes>(
-    sp: u64,
-    fp: u64,
-    bx: cfi::Saved,
-    ws: WordSize,
     r: &mut Reader<'_, M>,
+    user_limit: u64,
+    ws: WordSize,
+    f: &mut RunFrame,
     row: &PackedRow,
-    reads: &mut u32,
-) -> Result<Caller, Cause> {
-    let mut word = |r: &mut Reader<'_, M>, at: Option<u64>| -> Result<u64, Cause> {
-        let at = at.ok_or(Cause::Fault)?;
-        *reads += 1;
-        r.mem().read_word(at, ws).ok_or(Cause::Fault)
-    };
+) -> Result<u64, End> {
     let (CfaRule::DerefFp(cfa_off), RaRule::At(ra_off), FpRule::AtFp(fp_off)) = (
-        row.cfa_rule().ok_or(Cause::Malformed)?,
+        row.cfa_rule().ok_or(End::Refused(Cause::Malformed))?,
         row.ra_rule(),
         row.fp_rule(),
     ) else {
-        return Err(Cause::Malformed);
+        return Err(End::Refused(Cause::Malformed));
     };
-    let cfa = word(r, fp.checked_add_signed(i64::from(cfa_off)))?;
-    let cfa = cfi::check_cfa(cfa, sp, ws, false).map_err(cfi::Refusal::cause)?;
-    let ra = word(r, cfa.checked_add_signed(i64::from(ra_off)))?;
-    let caller_fp = word(r, fp.checked_add_signed(i64::from(fp_off)))?;
-    let bx = bx.caller(row.bx_rule(), sp, cfa, cfi::Arch::of(ws).bx, ws);
-    Ok((ra, cfa, Some(caller_fp), bx))
+    let fault = End::Refused(Cause::Fault);
+    let word = |r: &mut Reader<'_, M>, f: &mut RunFrame, at: Option<u64>| {
+        let at = at.ok_or(fault)?;
+        f.left = f.left.wrapping_sub(1);
+        r.mem().read_word(at, ws).ok_or(fault)
+    };
+    let (sp, fp) = (f.sp, f.fp);
+    let cfa = word(r, f, fp.checked_add_signed(i64::from(cfa_off)))?;
+    let cfa = cfi::check_cfa(cfa, sp, ws, false).map_err(|e| End::Refused(e.cause()))?;
+    let ra = word(r, f, cfa.checked_add_signed(i64::from(ra_off)))?;
+    let caller_fp = word(r, f, fp.checked_add_signed(i64::from(fp_off)))?;
+    if ra >= user_limit {
+        return Err(End::NotUser);
+    }
+    f.bx =
+        f.bx.caller(row.bx_rule(), sp, cfa, cfi::Arch::of(ws).bx, ws);
+    f.pc = ra.wrapping_sub(1);
+    f.sp = cfa;
+    f.fp = caller_fp;
+    Ok(ra)
 }
 
 /// The caller's ip, CFA and frame pointer (`None`: unknown) by a compiled
