@@ -21,6 +21,8 @@
 # go to build/ (BUILD=...), downloads to ~/.cache/unwind-rs.
 
 S := scripts/stage.sh
+comma := ,
+space := $(subst ,, )
 BUILD ?= $(CURDIR)/build
 export BUILD
 DEMO_VARIANT ?= rust
@@ -78,10 +80,11 @@ CHECK_RESULTS := host-guestlog host-compare host-compare-real host-stack-depth \
 # make check-full adds the upstream fix series on the C kernel (make
 # upstream-fixes) and the upstream-C debug kernel.
 CHECK_FULL_RESULTS := $(CHECK_RESULTS) upstream-series c-fixed-test c-fixed-excuses \
-	c-debug-test rust-la57-test
+	c-debug-test rust-la57-test rust-defconfig-test real-programs-defconfig
 
 .PHONY: all demo check check-full bench bench-docs kernel-c-debug kernel-rust-debug \
-	guest-test-c-debug guest-test-rust-debug guest-test-rust-la57 setup source overlay kernel-c kernel-rust perf \
+	guest-test-c-debug guest-test-rust-debug guest-test-rust-la57 \
+	kernel-rust-defconfig guest-test-rust-defconfig real-programs-defconfig setup source overlay kernel-c kernel-rust perf \
 	initramfs guest-test-c guest-test-rust guest-demo symbols differential \
 	real-programs host-test host-oracle diff clean distclean timings upstream-fixes \
 	upstream-fixes-debug
@@ -99,6 +102,10 @@ kernel-c: overlay
 	@$(S) kernel-c scripts/build-kernel.sh c
 kernel-rust: overlay | kernel-c
 	@$(S) kernel-rust scripts/build-kernel.sh rust
+# A distribution-sized kernel: x86_64_defconfig, not tinyconfig, + Rust
+# and the Rust unwinder with tables (make check-full).
+kernel-rust-defconfig: overlay | kernel-rust
+	@$(S) kernel-rust-defconfig scripts/build-kernel.sh rust-defconfig
 # Debug kernels (KASAN, kmemleak, UBSAN, KFENCE, lockdep, debug objects,
 # failslab): rust-debug in make check, c-debug in make check-full.
 kernel-rust-debug: overlay | kernel-rust
@@ -143,6 +150,29 @@ guest-test-rust-la57: kernel-rust initramfs
 		$(addprefix --kunit-suite=,$(KUNIT_SUITES) $(KUNIT_SUITES_rust)) \
 		$(addprefix --skip=,$(SKIP_nodebug)) \
 		--require-line="user addresses below 0xfffffffffff000"
+
+# The distribution-sized kernel (#17 item 7): the selftests and the real
+# programs (whose log real-programs-defconfig compares with perf's DWARF
+# unwinder), but for what x86_64_defconfig cannot run (DEFCONFIG_SKIP,
+# not run): the tests of the test driver (CONFIG_UNWIND_DEFERRED_TEST)
+# and of failslab; and deferred_stress and deferred_iouring, whose
+# excuses rest on the samples' kernel stacks, which the kernel's ORC
+# unwinder cuts at a retpoline thunk (UNWIND_HINT_UNDEFINED: a sample in
+# __x86_indirect_thunk_r11 has no caller; seen in both, see
+# docs/tests.md).  deferred_hostile_32's ldt_atomic (the test driver's)
+# reports SKIP.  No KUnit in this kernel.  In make check-full.
+DEFCONFIG_SKIP := deferred_nmi deferred_failslab deferred_bench deferred_bench_32 \
+	deferred_stress deferred_iouring
+guest-test-rust-defconfig: kernel-rust-defconfig initramfs
+	@GUEST_KUNIT=0 GUEST_APPEND="skip=$(subst $(space),$(comma),$(DEFCONFIG_SKIP)) $${GUEST_APPEND:-}" \
+		$(S) guest-test-rust-defconfig scripts/run-guest.sh rust-defconfig test guest \
+		$(filter-out $(DEFCONFIG_SKIP),$(SELFTESTS)) $(REAL_SELFTESTS) \
+		--skip=deferred_hostile_32:19
+real-programs-defconfig:
+	@$(S) real-programs-defconfig scripts/compare-real.py \
+		$(BUILD)/logs/rust-defconfig-test.log \
+		--root $(BUILD)/initramfs $(addprefix --program ,$(REAL_COMPARED)) \
+		--results $(BUILD)/results/real-programs-defconfig.txt
 
 # The upstream fix series (patches/upstream/, one C patch per upstream
 # 7.3 bug of README's "Deviations") on the C kernel: upstream-fixes.sh
@@ -250,6 +280,8 @@ check-full:
 	@$(MAKE) -s host-oracle
 	@$(MAKE) -s guest-test-rust-debug
 	@$(MAKE) -s guest-test-rust-la57
+	@$(MAKE) -s guest-test-rust-defconfig
+	@$(MAKE) -s real-programs-defconfig
 	@$(MAKE) -s upstream-fixes
 	@$(MAKE) -s guest-test-c-debug SELFTESTS="$(SELFTESTS) $(REAL_SELFTESTS)"
 	@$(MAKE) -s symbols

@@ -11,19 +11,23 @@
 #         (arch/x86/configs/unwind_debug.config)
 #   c-fixed, c-fixed-debug  c and c-debug with the upstream fix series
 #         (patches/upstream/); scripts/upstream-fixes.sh build calls this
+#   rust-defconfig  a distribution-sized kernel: x86_64_defconfig (not
+#         tinyconfig) + Rust + the Rust unwinder with tables
+#         (arch/x86/configs/unwind_defconfig.config), no test options
 # The C kernels c, c-bench and c-debug build from $BUILD/linux, pristine
 # 7.3 + the project (upstream's own unwinder: the reference); the Rust
 # kernels and c-fixed from $BUILD/linux-fixed, pristine 7.3 + the fix
 # series + the project (both trees made by overlay.sh).
 # Output in $BUILD/kernel-VARIANT (O= build, the source tree stays clean).
 # The configuration is tinyconfig + arch/x86/configs/unwind_test.config +
-# kunit/.kunitconfig (+ unwind_rust.config); every value the fragments ask
-# for is checked to have made it into .config.  A compiler (or, for the Rust
+# kunit/.kunitconfig (+ unwind_rust.config), rust-defconfig's
+# x86_64_defconfig + unwind_defconfig.config; every value the fragments
+# ask for is checked to have made it into .config.  A compiler (or, for the Rust
 # kernel, clippy) warning fails the build.
 
 . "$(dirname "$0")/lib.sh"
 
-variant=${1:?usage: build-kernel.sh c|rust|c-bench|rust-bench|c-debug|rust-debug|c-fixed|c-fixed-debug}
+variant=${1:?usage: build-kernel.sh c|rust|c-bench|rust-bench|c-debug|rust-debug|c-fixed|c-fixed-debug|rust-defconfig}
 SRC=$BUILD/linux
 case $variant in
 c-fixed* | rust*)
@@ -32,6 +36,7 @@ c-fixed* | rust*)
 	;;
 esac
 O=$BUILD/kernel-$variant
+base=tinyconfig
 # Kbuild's dependency files name the source tree's files: objects built
 # from another tree would pass for up to date.  A build directory is for
 # one tree; one made from another is emptied first.
@@ -65,6 +70,10 @@ c-debug | c-fixed-debug)
 	frags=("$TOP/arch/x86/configs/unwind_test.config" "$O/kunit.config"
 		"$TOP/arch/x86/configs/unwind_debug.config")
 	;;
+rust-defconfig)
+	base=x86_64_defconfig
+	frags=("$TOP/arch/x86/configs/unwind_defconfig.config")
+	;;
 rust-debug)
 	frags=("$TOP/arch/x86/configs/unwind_test.config" "$TOP/kunit/.kunitconfig"
 		"$TOP/arch/x86/configs/unwind_rust.config"
@@ -95,12 +104,12 @@ mkdir -p "$O"
 # Reconfigure when the fragments changed, or when the .config is not the
 # one this script made and checked (a hand-run make can rewrite it: without
 # RUST_LIB_SRC, Kconfig silently drops CONFIG_RUST).
-sum=$(cat "${frags[@]}" | sha256sum | awk '{print $1}')
+sum=$({ echo "$base"; cat "${frags[@]}"; } | sha256sum | awk '{print $1}')
 cfgsum() { sha256sum <"$O/.config" | awk '{print $1}'; }
 if [ ! -f "$O/.config" ] || [ "$(cat "$O/.fragments-sha" 2>/dev/null)" != "$sum $(cfgsum)" ]; then
 	log "kernel-$variant: configuring"
 	kmake -s rustavailable >/dev/null || die "Rust is not available to Kbuild (make rustavailable)"
-	kmake -s tinyconfig >/dev/null
+	kmake -s "$base" >/dev/null
 	"$SRC/scripts/kconfig/merge_config.sh" -m -O "$O" "$O/.config" "${frags[@]}" >"$O/merge.log"
 	kmake -s olddefconfig >/dev/null
 	# Every CONFIG_X=v (and "# CONFIG_X is not set") asked for must hold;

@@ -12,7 +12,8 @@
 #   GUEST_APPEND (extra kernel command line, e.g. inject=warn),
 #   ACCEL (tcg|kvm; default: kvm only if a probe boot with it works),
 #   QEMU_EXTRA (more QEMU options, e.g. -icount shift=0,sleep=off),
-#   GUEST_RUN (the log's and result's name instead of VARIANT-JOB).
+#   GUEST_RUN (the log's and result's name instead of VARIANT-JOB),
+#   GUEST_KUNIT=0 (the kernel has no KUnit: none is looked for).
 . "$(dirname "$0")/lib.sh"
 
 variant=${1:?usage: run-guest.sh VARIANT JOB}
@@ -73,4 +74,6 @@ log "guest: exited rc=$rc after $(( $(date +%s) - t0 ))s"
 timed_out=
 [ $rc -eq 124 ] || [ $rc -eq 137 ] && timed_out=--timed-out
 mkdir -p "$BUILD/results"
-python3 "$TOP/scripts/guestlog.py" "$LOG" --job "$job" --results "$BUILD/results/$run.txt" --kunit-tool "$BUILD/linux/tools/testing/kunit/kunit.py" $timed_out "$@"
+kunit=(--kunit-tool "$BUILD/linux/tools/testing/kunit/kunit.py")
+[ "${GUEST_KUNIT:-1}" = 0 ] && kunit=()
+python3 "$TOP/scripts/guestlog.py" "$LOG" --job "$job" --results "$BUILD/results/$run.txt" "${kunit[@]}" $timed_out "$@"

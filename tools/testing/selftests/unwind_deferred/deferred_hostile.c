@@ -877,6 +877,7 @@ static void run_uprobe(struct hl_args *a, struct ctl *c)
 #define LDT_PAGE	0x20000000UL
 #define LDT_SEL(i)	(((i) << 3) | 4 | 3)	/* LDT, RPL 3 */
 #define ATOMIC_UNWIND	1	/* hcase.arg: ldt_atomic */
+#define UDT_DIR		"/sys/kernel/debug/unwind_deferred_test"
 
 static int ldt_probe(void)
 {
@@ -900,6 +901,16 @@ static int setup_ldt(const struct hcase *c, struct hl_args *a,
 
 	if (ldt_probe()) {
 		snprintf(why, whylen, "modify_ldt: ENOSYS (CONFIG_MODIFY_LDT_SYSCALL not set)");
+		return KSFT_SKIP;
+	}
+	/*
+	 * ldt_atomic needs the test driver (CONFIG_UNWIND_DEFERRED_TEST),
+	 * which the test kernels have (a SKIP fails there) and the
+	 * distribution-sized one does not.
+	 */
+	if (c->arg == ATOMIC_UNWIND && access(UDT_DIR "/ctl", W_OK)) {
+		snprintf(why, whylen, "%s/ctl: %s (no CONFIG_UNWIND_DEFERRED_TEST)",
+			 UDT_DIR, strerror(errno));
 		return KSFT_SKIP;
 	}
 	decoy = (word)map_at((void *)LDT_PAGE, PAGE, PROT_READ | PROT_WRITE,
@@ -966,7 +977,6 @@ static void run_ldt(struct hl_args *a, struct ctl *c)
  * child was in the LDT code segment must be exactly what a deferred record
  * of the same place is (the case's expect, first entry its own IP).
  */
-#define UDT_DIR		"/sys/kernel/debug/unwind_deferred_test"
 #define UDT_PERIOD_US	250
 #define ATOMIC_MIN	10	/* calls from NMI, and from hardirq alone */
 
