@@ -745,11 +745,11 @@ enum End {
 
 /// The loop of a [`usual_run`], from frame `f`, while `memo` holds usual
 /// rows for the frames' pcs: each caller stepped to, its ip written to the
-/// next of `slots`.  The slots left, and
-/// why it ended.  Out of line, so that the frame, the memo and the slots
-/// are the only values the loop keeps in registers; it steps at most as
-/// many frames as [`USUAL_READS`] go into the reads left, so that the one
-/// bound of the loop is its slots.
+/// next of `slots`.  The slots left, and why it ended.  Out of line, so
+/// that the frame, the memo and the slots are the only values the loop
+/// keeps in registers; it steps at most as many frames as [`USUAL_READS`]
+/// go into the reads left, so that the one bound of the loop is its
+/// slots.
 #[inline(never)]
 fn usual_loop<const W8: bool, M: UserMemory + cfi::UserBytes>(
     memo: &PcMemo,
@@ -1001,7 +1001,8 @@ fn usual_step<const CHARGE: bool, M: UserMemory + cfi::UserBytes>(
 /// no usual or end row for (`f`, `done` slots of `slots` taken): if the
 /// memo holds its DRAP row, with a slot and [`DRAP_READS`] left, that
 /// frame stepped ([`run_drap`]) and the loop entered again, as long as
-/// that goes on; how the run ended.  Out of line: a walk of usual frames
+/// that goes on (each round takes a slot: the slots bound it); how the
+/// run ended.  Out of line: a walk of usual frames
 /// (every 64-bit warm walk of the benchmark) never calls it, and its
 /// frame is not on the deepest stack path (the compile's, under
 /// [`walk_tables`]).
