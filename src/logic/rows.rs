@@ -349,8 +349,8 @@ impl PackedRow {
     /// the CFA is the word at the frame pointer + offset, the return
     /// address is saved at CFA + offset, and the frame pointer at the
     /// frame pointer + offset.  A walk's run of memoised frames steps it
-    /// ([`PcMemo::drap`]); its three reads are [`super::walk`]'s bound of
-    /// a run's step.
+    /// ([`PcMemo::drap`]), with three reads, which the run makes sure of
+    /// before the step (not the bound of its loop of usual steps).
     #[inline]
     pub fn is_drap(&self) -> bool {
         self.kind & (CFA_MASK | RA_UNDEFINED | RA_AT_SP) == CFA_DEREF_FP
