@@ -69,10 +69,18 @@ impl<T: Cell32 + ?Sized> Cell32 for &T {
 /// The task's cookie as it stands: 0 if it has none in this kernel entry.
 #[inline]
 pub fn read(cpu: &impl Cell32, cnt: &impl Cell32) -> u64 {
-    match cpu.load().checked_sub(1) {
-        Some(c) => compose(c, cnt.load()),
-        None => 0,
+    with_cpu(cpu.load(), cnt)
+}
+
+/// The cookie whose `cpu` half was read as `cpu1` (the CPU number plus
+/// one, so 0: no cookie): that half as it is in the low 32 bits, the
+/// count read now in the high ones (what [`compose`] makes of them).
+#[inline]
+fn with_cpu(cpu1: u32, cnt: &impl Cell32) -> u64 {
+    if cpu1 == 0 {
+        return 0;
     }
+    (u64::from(cnt.load()) << 32) | u64::from(cpu1)
 }
 
 /// The cookie of the task's current kernel entry (`cpu`, `cnt`: the halves
@@ -97,10 +105,15 @@ pub fn get<C: Cell32>(
     cnt: &impl Cell32,
     this_cpu: impl FnOnce() -> (C, u32),
 ) -> u64 {
-    if cpu.load() == 0 {
-        let (ctr, this) = this_cpu();
-        claim(cpu, cnt, &ctr, this);
+    // One load of the `cpu` half decides and is the cookie's low half: a
+    // set half stays as it is until the entry ends, and so does the count
+    // stored before it.
+    let cpu1 = cpu.load();
+    if cpu1 != 0 {
+        return with_cpu(cpu1, cnt);
     }
+    let (ctr, this) = this_cpu();
+    claim(cpu, cnt, &ctr, this);
     read(cpu, cnt)
 }
 
