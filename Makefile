@@ -69,7 +69,7 @@ SKIP_c := $(foreach n,$(shell seq 1 $(NR_CACHE_RESULTS)),deferred_tables_cache:$
 	$(foreach n,2 3 5 6,deferred_tables_signal_32:$(n))
 # The real programs perf_real.sh profiles on the Rust kernels, compared
 # on the host by scripts/compare-real.py (make real-programs).
-REAL_COMPARED := perl gzip bzip2 grep
+REAL_COMPARED := perl gzip bzip2 grep python3.11
 KUNIT_SUITES := example rust_doctests_kernel
 KUNIT_SUITES_rust := unwind_rust_walk unwind_rust_cookie unwind_rust_deferred \
 	unwind_rust_tables

@@ -14,7 +14,12 @@ SRC=$BUILD/linux
 HDR=$BUILD/kernel-c/usr/include
 ROOT=$BUILD/initramfs
 OUT=$BUILD/initramfs.cpio
-REAL_PROGRAMS=${REAL_PROGRAMS:-/usr/bin/perl /usr/bin/gzip /usr/bin/bzip2 /usr/bin/grep}
+REAL_PROGRAMS=${REAL_PROGRAMS:-/usr/bin/perl /usr/bin/gzip /usr/bin/bzip2 /usr/bin/grep /usr/bin/python3.11}
+# What Debian's python3.11 reads from its library at start-up with -S -E
+# (the rest of what it imports then is frozen into the binary): the
+# codec of the file-system encoding.
+PYTHON_LIB=/usr/lib/python3.11
+PYTHON_FILES="encodings/__init__.py encodings/aliases.py encodings/utf_8.py"
 # And mawk, Debian's awk: perf_real.sh folds perf script's output with it
 # (busybox awk takes a minute of TCG time over the larger sessions).
 REAL_TOOLS=/usr/bin/mawk
@@ -76,6 +81,14 @@ for p in $REAL_PROGRAMS $REAL_TOOLS; do
 	cp -L "$p" "$ROOT$p"
 	copy_libs "$p"
 done
+case " $REAL_PROGRAMS " in
+*" /usr/bin/python3.11 "*)
+	for f in $PYTHON_FILES; do
+		[ -f "$PYTHON_LIB/$f" ] || die "no $PYTHON_LIB/$f on this machine (python3.11 needs it)"
+		mkdir -p "$ROOT$PYTHON_LIB/$(dirname "$f")"
+		cp "$PYTHON_LIB/$f" "$ROOT$PYTHON_LIB/$f"
+	done ;;
+esac
 # No addr2line in the guest: perf script is always run with --no-inline.
 echo 'root:x:0:0::/:/bin/sh' >"$ROOT/etc/passwd"
 

@@ -13,8 +13,10 @@
 # Programs: perl running a recursive sub and a sort with a Perl comparator
 # (pp_sort calling back into the interpreter), gzip -9 and bzip2 -9
 # compressing a mix of machine code and text (bzip2's work is in
-# libbz2.so), and grep -E with a back-referencing pattern (glibc's
-# backtracking regex matcher).  Each program runs, with the same input:
+# libbz2.so), grep -E with a back-referencing pattern (glibc's
+# backtracking regex matcher), and python3.11 (non-PIE) running a
+# recursive function and a sort whose key calls back into the
+# interpreter.  Each program runs, with the same input:
 #   1. under defer alone and 2. under dwarf alone: the size of perf.data
 #      per sample and the time perf report takes (for dwarf, libdw
 #      unwinding every sample);
@@ -70,7 +72,7 @@ DWARF_STACK_grep=65528
 # under TCG perf does not always drain it in time (what is lost is counted
 # and printed; the samples that remain are compared).
 MMAP_PAGES=16384
-PROGRAMS="perl gzip bzip2 grep"
+PROGRAMS="perl gzip bzip2 grep python3.11"
 # Each program's output goes to a file, $p.out, never to /dev/null: GNU
 # grep stops at its first match when its output is /dev/null (even with
 # -c), and its profile would be start-up and one line of input.
@@ -254,7 +256,11 @@ profile() {	# program
 	p=$1
 	set -- $(real_cmd "$p")
 	rec="perf record -q --no-bpf-event --no-buildid -m $MMAP_PAGES -F $FREQ"
-	eval "ds=\${DWARF_STACK_$p:-$DWARF_STACK}"
+	# (python3.11: no such variable name; the default.)
+	case $p in
+	*[!a-z0-9_]*) ds=$DWARF_STACK ;;
+	*) eval "ds=\${DWARF_STACK_$p:-$DWARF_STACK}" ;;
+	esac
 	# 1, 2: each unwinder alone.
 	alone=ok
 	for mode in defer dwarf; do
