@@ -17,8 +17,8 @@ slowdown per sample, ring-buffer bytes per sample against the ideal,
 deferred records per kernel entry, computed per boot, then medians.
 
 The real programs' section comes from "BENCH_REAL prog=P mode=M ..."
-lines (perf_bench_real.sh: Debian perl, gzip, bzip2 and grep, no frame
-pointers, unprofiled, under perf record -F 4000 --call-graph fp,defer
+lines (perf_bench_real.sh: Debian perl, gzip, bzip2, grep and
+python3.11, no frame pointers, unprofiled, under perf record -F 4000 --call-graph fp,defer
 with the unwind tables off and on, and with dwarf): per program and
 kernel, the program's CPU time (its task_work's deferred walks included)
 over its unprofiled time, tables on over off, the cost per sample, the

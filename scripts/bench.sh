@@ -13,8 +13,8 @@
 # Each boot then runs the end-to-end benchmark (perf_bench.sh: the perf
 # tool profiling a deep-stack workload without, with classic fp and with
 # fp,defer callchains); BENCH_E2E=0 skips it.  And the real programs'
-# cost (perf_bench_real.sh: Debian perl, gzip, bzip2, grep unprofiled,
-# with fp,defer and the unwind tables off and on, and with dwarf);
+# cost (perf_bench_real.sh: Debian perl, gzip, bzip2, grep, python3.11
+# unprofiled, with fp,defer and the unwind tables off and on, and with dwarf);
 # BENCH_REAL=0 skips it.  And perf on a frameless deep program
 # (perf_bench_deep.sh: deep_workload, 150 frames without frame pointers,
 # unprofiled, with fp,defer and the unwind tables off and on, and with

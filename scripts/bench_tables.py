@@ -323,7 +323,8 @@ def e2e_bytes(d):
 # ---- real programs ----
 
 REAL_PROGRAMS = (('perl', 'perl (recursive sub + sort)'), ('gzip', 'gzip -9'),
-                 ('bzip2', 'bzip2 -9'), ('grep', 'grep -E (back-references)'))
+                 ('bzip2', 'bzip2 -9'), ('grep', 'grep -E (back-references)'),
+                 ('python3.11', 'python3.11 (recursion + sort key)'))
 REAL_MODES = (('c', 'fp', 'C, fp,defer (frame pointers)'),
               ('rust', 'off', 'Rust, fp,defer, tables off'),
               ('rust', 'on', 'Rust, fp,defer, tables on'),

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # make bench: what profiling costs real programs.  Debian's perl, gzip,
-# bzip2 and grep (real_programs.sh: no frame pointers, stripped), each
-# run with the same input:
+# bzip2, grep and python3.11 (real_programs.sh: no frame pointers,
+# stripped), each run with the same input:
 #   none   unprofiled;
 #   off    perf record -e cpu-clock -F FREQ --call-graph fp,defer with the
 #          unwind tables off (kernel.unwind_user_tables=0: frame pointers);
@@ -31,15 +31,17 @@ T=${TMPDIR:-/tmp}/perf_bench_real
 TABLES=/proc/sys/kernel/unwind_user_tables
 STATS=/sys/kernel/debug/unwind_user/stats
 FREQ=${FREQ:-4000}
-PROGRAMS="perl gzip bzip2 grep"
+PROGRAMS="perl gzip bzip2 grep python3.11"
 CPU_TIME=$(cd "$(dirname "$0")" && pwd)/cpu_time
-# perl's input is larger than perf_real.sh's (sized for TCG): under
-# -icount it would take a few milliseconds, and a run would be mostly its
-# start-up, where every pc is new to the table walk; grep's smaller (its
-# matcher is quadratic, and 6,000 lines take seconds of -icount time).
+# perl's and python's inputs are larger than perf_real.sh's (sized for
+# TCG): under -icount each would take a few milliseconds, and a run would
+# be mostly its start-up, where every pc is new to the table walk; grep's
+# smaller (its matcher is quadratic, and 6,000 lines take seconds of
+# -icount time).
 # Output goes to a file: GNU grep stops at the first match when its
 # output is /dev/null.
 PERL_N=${PERL_N:-20}
+PYTHON_N=${PYTHON_N:-25}
 GREP_LINES=${GREP_LINES:-1000}
 . "$(dirname "$0")/real_programs.sh"
 . "$(dirname "$0")/bench_lib.sh"
