@@ -155,14 +155,9 @@ guest-test-rust-la57: kernel-rust initramfs
 # programs (whose log real-programs-defconfig compares with perf's DWARF
 # unwinder), but for what x86_64_defconfig cannot run (DEFCONFIG_SKIP,
 # not run): the tests of the test driver (CONFIG_UNWIND_DEFERRED_TEST)
-# and of failslab; and deferred_iouring, whose excuses rest on the
-# samples' kernel stacks, which the kernel's ORC unwinder cuts at a
-# retpoline thunk (UNWIND_HINT_UNDEFINED: a sample in
-# __x86_indirect_thunk_r11 has no caller; see docs/tests.md).
-# deferred_hostile_32's ldt_atomic (the test driver's) reports SKIP.  No
-# KUnit in this kernel.  In make check-full.
-DEFCONFIG_SKIP := deferred_nmi deferred_failslab deferred_bench deferred_bench_32 \
-	deferred_iouring
+# and of failslab.  deferred_hostile_32's ldt_atomic (the test driver's)
+# reports SKIP.  No KUnit in this kernel.  In make check-full.
+DEFCONFIG_SKIP := deferred_nmi deferred_failslab deferred_bench deferred_bench_32
 guest-test-rust-defconfig: kernel-rust-defconfig initramfs
 	@GUEST_KUNIT=0 GUEST_APPEND="skip=$(subst $(space),$(comma),$(DEFCONFIG_SKIP)) $${GUEST_APPEND:-}" \
 		$(S) guest-test-rust-defconfig scripts/run-guest.sh rust-defconfig test guest \
