@@ -569,7 +569,7 @@ def real_metrics_of(log):
     progs = sorted({p for p, _ in runs})
     for p in progs:
         none = runs.get((p, 'none'), {}).get('cpu_us')
-        for m in ('off', 'on', 'fp', 'dwarf'):
+        for m in ('off', 'on', 'cap', 'fp', 'dwarf'):
             r = runs.get((p, m))
             if not r or not none or r.get('cpu_us') is None:
                 continue
@@ -578,11 +578,15 @@ def real_metrics_of(log):
                 out[(p, 'us/sample %s' % m)] = (r['cpu_us'] - none) / r['samples']
                 if r.get('bytes') is not None:
                     out[(p, 'bytes/sample %s' % m)] = r['bytes'] / r['samples']
-            if m == 'on' and r.get('rows_bytes') is not None:
-                out[(p, 'rows KiB (on)')] = r['rows_bytes'] / 1024
-        on, off = runs.get((p, 'on')), runs.get((p, 'off'))
-        if on and off and off.get('cpu_us'):
-            out[(p, 'CPU on / off')] = on['cpu_us'] / off['cpu_us']
+            if m in ('on', 'cap') and r.get('rows_bytes') is not None:
+                out[(p, 'rows KiB (%s)' % m)] = r['rows_bytes'] / 1024
+            if m == 'cap' and r.get('evictions') is not None:
+                out[(p, 'evictions (cap)')] = r['evictions']
+        off = runs.get((p, 'off'))
+        for m in ('on', 'cap'):
+            r = runs.get((p, m))
+            if r and off and off.get('cpu_us') and r.get('cpu_us') is not None:
+                out[(p, 'CPU %s / off' % m)] = r['cpu_us'] / off['cpu_us']
     return out
 
 

@@ -8,6 +8,11 @@
 #   off    perf record -e cpu-clock -F FREQ --call-graph fp,defer with the
 #          unwind tables off (kernel.unwind_user_tables=0: frame pointers);
 #   on     the same with the tables on (the Rust kernel's default);
+#   cap    the same with the tables on and each process's compiled rows
+#          capped at CAP_KB KiB (kernel.unwind_user_tables_max_kb; 1024
+#          by default): what the cap costs a program whose rows exceed it
+#          (a walk that needs more drops every other object and all rows
+#          first, an eviction);
 #   fp     on a kernel without the tables switch (upstream C): the same
 #          perf command (frame pointers; it has no table walk);
 #   dwarf  perf record --call-graph dwarf (perf's default 8 KiB stack
@@ -16,11 +21,13 @@
 # system): the deferred walks run in its task_work, so they count, and
 # perf's own work does not.  One line per run:
 #   BENCH_REAL prog=P mode=M freq=F cpu_us=N samples=N deferred=N lost=N
-#     bytes=N rows_bytes=N
+#     bytes=N rows_bytes=N evictions=N
 # samples and deferred: perf report --stats' totals; bytes: perf.data's
-# size; rows_bytes (mode on): the largest unwind_user/stats cache_bytes
-# (the compiled rows and objects of the program's mm) seen during another
-# run, not timed, of the same command, "-" where not measured.  Under QEMU
+# size; rows_bytes (modes on and cap): the largest unwind_user/stats
+# cache_bytes (the compiled rows and objects of the program's mm) seen
+# during another run, not timed, of the same command, "-" where not
+# measured; evictions (on and cap): the counter's growth over the timed
+# run.  Under QEMU
 # -icount (make bench) CPU time counts guest instructions, so the ratios
 # of a boot compare the same work; as in perf_bench.sh, only CPU 0 is
 # online during the runs (under -icount the guest clock, and so every
@@ -30,6 +37,8 @@
 T=${TMPDIR:-/tmp}/perf_bench_real
 TABLES=/proc/sys/kernel/unwind_user_tables
 STATS=/sys/kernel/debug/unwind_user/stats
+CAP=/proc/sys/kernel/unwind_user_tables_max_kb
+CAP_KB=${CAP_KB:-16}
 FREQ=${FREQ:-4000}
 PROGRAMS="perl gzip bzip2 grep python3.11"
 CPU_TIME=$(cd "$(dirname "$0")" && pwd)/cpu_time
@@ -63,7 +72,8 @@ echo "# inputs: words.txt $(wc -l <words.txt) lines, zip.in $(wc -c <zip.in) byt
 was=
 if [ -e "$TABLES" ]; then
 	was=$(cat "$TABLES")
-	MODES="none off on dwarf"
+	MODES="none off on cap dwarf"
+	cap_was=$(cat "$CAP")
 else
 	MODES="none fp dwarf"
 fi
@@ -87,21 +97,25 @@ run() {	# program mode
 	none)
 		"$CPU_TIME" cpu.us "$@" >$p.out 2>$p.$m.err || return 1
 		echo "# $p: $(wc -c <$p.out) bytes of output: $(head -c 40 $p.out | tr -c '[:print:]' .)"
-		echo "BENCH_REAL prog=$p mode=$m freq=- cpu_us=$(cat cpu.us) samples=- deferred=- lost=- bytes=- rows_bytes=-"
+		echo "BENCH_REAL prog=$p mode=$m freq=- cpu_us=$(cat cpu.us) samples=- deferred=- lost=- bytes=- rows_bytes=- evictions=-"
 		return 0 ;;
 	esac
 	cg=$(bench_callgraph $m)
-	[ $m = on ] && [ -r "$STATS" ] && cp "$STATS" stats.before
+	tables=
+	case $m in on|cap) [ -r "$STATS" ] && tables=1 ;; esac
+	[ -n "$tables" ] && cp "$STATS" stats.before
 	perf record -q --no-bpf-event --no-buildid -m 4096 -F $FREQ -e cpu-clock \
 		--call-graph $cg -o $p.$m.data -- "$CPU_TIME" cpu.us "$@" \
 		>$p.out 2>$p.$m.err || return 1
 	[ -s cpu.us ] || return 1
-	rows=-
-	if [ $m = on ] && [ -r "$STATS" ]; then
+	rows=- evictions=-
+	if [ -n "$tables" ]; then
 		# The table walk's counters over the run (what the time went to).
 		echo "# $p, $m: table walk: $(awk 'NR == FNR { b[$1] = $2; next }
 			$2 != b[$1] && $1 != "cache_bytes" { printf " %s %+d", $1, $2 - b[$1] }' \
 			stats.before "$STATS")"
+		evictions=$(awk 'NR == FNR { b[$1] = $2; next }
+			$1 == "evictions" { print $2 - b[$1] }' stats.before "$STATS")
 		# The rows' bytes: another run, not timed, watched.
 		touch running
 		watch_rows &
@@ -117,14 +131,18 @@ run() {	# program mode
 		$1 == "LOST" && $2 == "events:" { l = $3 }
 		$1 == "LOST_SAMPLES" && $2 == "events:" { l += $3 }
 		END { print s + 0, d + 0, l + 0 }')
-	echo "BENCH_REAL prog=$p mode=$m freq=$FREQ cpu_us=$(cat cpu.us) samples=$1 deferred=$2 lost=$3 bytes=$(wc -c <$p.$m.data) rows_bytes=$rows"
+	echo "BENCH_REAL prog=$p mode=$m freq=$FREQ cpu_us=$(cat cpu.us) samples=$1 deferred=$2 lost=$3 bytes=$(wc -c <$p.$m.data) rows_bytes=$rows evictions=${evictions:--}"
 	rm -f $p.$m.data
 }
 
 for p in $PROGRAMS; do
 	ok=1
 	for m in $MODES; do
-		if ! run $p $m; then
+		[ $m = cap ] && echo "$CAP_KB" >"$CAP"
+		run $p $m
+		r=$?
+		[ $m = cap ] && echo "$cap_was" >"$CAP"
+		if [ $r != 0 ]; then
 			ok=
 			echo "# $p, $m: the run failed:"
 			sed 's/^/#   /' $p.$m.err 2>/dev/null | head -5
