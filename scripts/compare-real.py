@@ -591,7 +591,13 @@ WRONG = ('not a return address', 'return address in no mapping')
 
 def classify(fr, oracle, callee, ra):
     """Why a table-walk step is not among the oracle's: (cause, detail)."""
-    lost = lost_path(oracle, fr, callee, ra)
+    # A chain the oracle saw from the callee up to a caller of ra shows a
+    # lost frame only where the call before ra cannot have called the
+    # callee itself: not after an indirect call, which may (an
+    # interpreter's function pointers, whose recursion gives the oracle
+    # such chains by chance: python3.11's dealloc slot, 2026-11-28).
+    cs = fr.call_site(ra)
+    lost = None if cs is not None and cs[0] == 'indirect' else lost_path(oracle, fr, callee, ra)
     if lost:
         skipped = ' <- '.join(fr.name(k) for k in lost)
         if fr.tail_calls([callee] + lost):
@@ -601,7 +607,6 @@ def classify(fr, oracle, callee, ra):
         return 'caller lost', 'skipped ' + skipped
     if ra[0] == '?':
         return 'return address in no mapping', '%#x' % ra[1]
-    cs = fr.call_site(ra)
     o = fr.objects.get(ra[0])
     if o is not None and cs is None:
         return 'not a return address', 'no call instruction ends at %s' % fr.frame(ra)
