@@ -264,14 +264,20 @@ struct Tally {
     mismatches: Vec<String>,
 }
 
-fn check_object(path: &str, seed: u64) -> Result<Tally, String> {
-    let data = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
-    let file = object::File::parse(&*data).map_err(|e| format!("not ELF: {e}"))?;
+/// An x86 ELF object and the word size of its class.
+fn parse_object(data: &[u8]) -> Result<(object::File<'_>, WordSize), String> {
+    let file = object::File::parse(data).map_err(|e| format!("not ELF: {e}"))?;
     let ws = match file.architecture() {
         object::Architecture::X86_64 => WordSize::W8,
         object::Architecture::I386 => WordSize::W4,
         a => return Err(format!("architecture {a:?}")),
     };
+    Ok((file, ws))
+}
+
+fn check_object(path: &str, seed: u64) -> Result<Tally, String> {
+    let data = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    let (file, ws) = parse_object(&data)?;
     let hdr_sec = file
         .section_by_name(".eh_frame_hdr")
         .ok_or("no .eh_frame_hdr")?;
@@ -3111,4 +3117,195 @@ fn drap_frames_are_stepped_by_the_run() {
         }
     }
     assert_eq!(accepted, 4);
+}
+
+// ---------------------------------------------------------------------
+// Rows compiled from the file (the kernel's shared rows).
+// ---------------------------------------------------------------------
+
+/// The file's bytes at their offsets (the kernel's `FileBytes` before the
+/// layout is known).
+struct FileAt<'a>(&'a [u8]);
+
+impl UserBytes for FileAt<'_> {
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        let off = usize::try_from(addr).ok()?;
+        buf.copy_from_slice(self.0.get(off..off.checked_add(buf.len())?)?);
+        Some(())
+    }
+}
+
+/// The file's bytes at offsets from the object's base, through its
+/// layout (the kernel's `FileBytes` of a shared object).
+struct FileByLayout<'a> {
+    data: &'a [u8],
+    layout: &'a unwind_logic::elf::Layout,
+}
+
+impl UserBytes for FileByLayout<'_> {
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        let off = self.layout.file_offset(addr, buf.len() as u64)?;
+        FileAt(self.data).read_bytes(off, buf)
+    }
+}
+
+/// Every FDE of `path` compiled twice: from its loaded image at link-time
+/// addresses (what a process's memory holds, bias 0) and from its file
+/// through `elf::layout` at offsets from the base (the kernel's shared
+/// rows): at every FDE's first pc, last pc and middle, the same rows.
+/// The number of pcs compared.
+fn file_rows_match(path: &str) -> Result<u64, String> {
+    use unwind_logic::elf;
+    let data = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    let (file, ws) = parse_object(&data)?;
+    let mut image = Image { segs: Vec::new() };
+    let mut first = None;
+    for seg in file.segments() {
+        let d = seg.data().map_err(|e| e.to_string())?;
+        image.segs.push((seg.address(), d.to_vec()));
+        first.get_or_insert(seg.address() & !0xfff);
+    }
+    let first = first.ok_or("no PT_LOAD")?;
+    let mut layout = elf::Layout::default();
+    elf::layout(&mut FileAt(&data), 0, ws, &mut layout).ok_or("no layout")?;
+    if layout.nr_loads > elf::MAX_LOADS {
+        return Err(format!("{} PT_LOADs", layout.nr_loads));
+    }
+    // The layout's hdr is the image's, less the base.
+    let hdr_sec = file
+        .section_by_name(".eh_frame_hdr")
+        .ok_or("no .eh_frame_hdr")?;
+    if layout.hdr != hdr_sec.address() - first {
+        return Err(format!(
+            "layout's hdr {:#x}, the section at {:#x} - {first:#x}",
+            layout.hdr,
+            hdr_sec.address()
+        ));
+    }
+    // elf::locate on the image at its link-time base finds the same.
+    if elf::locate(&mut image, first, ws) != Some(hdr_sec.address()) {
+        return Err("locate disagrees".into());
+    }
+    let h_img = cfi::read_hdr(&mut Reader::new(&mut image), hdr_sec.address(), ws)
+        .map_err(|e| format!("hdr: {e:?}"))?;
+    let mut by_file = FileByLayout {
+        data: &data,
+        layout: &layout,
+    };
+    let h_file = cfi::read_hdr(&mut Reader::new(&mut by_file), layout.hdr, ws)
+        .map_err(|e| format!("hdr from the file: {e:?}"))?;
+    if h_file.count != h_img.count || h_file.addr + first != h_img.addr {
+        return Err(format!("hdrs differ: {h_file:?} vs {h_img:?}"));
+    }
+    let (mut img_rows, mut file_rows) = (Rows::default(), Rows::default());
+    let mut n = 0;
+    for i in 0..h_img.count {
+        let mut b = [0u8; 8];
+        image
+            .read_bytes(h_img.table + 8 * i, &mut b)
+            .ok_or("table outside the image")?;
+        let v = i32::from_le_bytes(b[..4].try_into().unwrap());
+        let start = ws.wrap(h_img.addr.wrapping_add(v as i64 as u64));
+        let end = match compiled(&mut img_rows, &mut image, &h_img, ws, start) {
+            (Ok(_), _) => img_rows
+                .fdes
+                .iter()
+                .find(|f| f.begin <= start && start < f.end)
+                .map_or(start + 1, |f| f.end),
+            _ => start + 1,
+        };
+        for pc in [start, start + (end - start) / 2, end - 1] {
+            let want = compiled(&mut img_rows, &mut image, &h_img, ws, pc).0;
+            let got = compiled(&mut file_rows, &mut by_file, &h_file, ws, pc - first).0;
+            if got != want {
+                return Err(format!(
+                    "pc {pc:#x}: from the file {got:?}, from memory {want:?}"
+                ));
+            }
+            n += 1;
+        }
+    }
+    // And the same FDE ranges, shifted by the base.
+    let shifted: Vec<(u64, u64)> = file_rows
+        .fdes
+        .iter()
+        .map(|f| (f.begin + first, f.end + first))
+        .collect();
+    let img: Vec<(u64, u64)> = img_rows.fdes.iter().map(|f| (f.begin, f.end)).collect();
+    if shifted != img {
+        return Err("FDE ranges differ".into());
+    }
+    Ok(n)
+}
+
+#[test]
+fn rows_from_the_file_are_rows_from_memory() {
+    let mut checked = Vec::new();
+    let mut total = 0;
+    let mut failures = Vec::new();
+    let mut seen = BTreeSet::new();
+    for path in candidates() {
+        let Ok(real) = std::fs::canonicalize(&path) else {
+            continue;
+        };
+        if !seen.insert(real) {
+            continue;
+        }
+        match file_rows_match(&path) {
+            Ok(n) => {
+                println!("file rows: {path}: {n} pcs, the same rows from the file and from memory");
+                total += n;
+                checked.push(path);
+            }
+            Err(why) if why.starts_with("cannot read") || why.starts_with("architecture") => {
+                println!("file rows: {path}: skipped ({why})")
+            }
+            Err(why) => {
+                println!("file rows: {path}: FAILED: {why}");
+                failures.push(format!("{path}: {why}"));
+            }
+        }
+    }
+    assert!(
+        checked.iter().any(|p| p.contains("libc.so")),
+        "no libc to check on this machine (checked {checked:?})"
+    );
+    assert!(total >= 10_000, "only {total} pcs compared");
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// `Layout::file_offset`: a read inside one `PT_LOAD`'s file bytes maps
+/// to its offset; across its end, past its file size (the zero-filled
+/// tail), outside every load, or with more loads than kept: none.
+#[test]
+fn layout_file_offsets() {
+    use unwind_logic::elf::{Layout, Load, MAX_LOADS};
+    let mut l = Layout::default();
+    l.loads[0] = Load {
+        at: 0,
+        offset: 0,
+        size: 0x800,
+    };
+    l.loads[1] = Load {
+        at: 0x1000,
+        offset: 0x1000,
+        size: 0x2000,
+    };
+    l.loads[2] = Load {
+        at: 0x4010,
+        offset: 0x3010,
+        size: 0x100,
+    };
+    l.nr_loads = 3;
+    assert_eq!(l.file_offset(0x10, 8), Some(0x10));
+    assert_eq!(l.file_offset(0x7f8, 8), Some(0x7f8));
+    assert_eq!(l.file_offset(0x7f9, 8), None);
+    assert_eq!(l.file_offset(0x900, 1), None);
+    assert_eq!(l.file_offset(0x2ff8, 8), Some(0x2ff8));
+    assert_eq!(l.file_offset(0x4010, 4), Some(0x3010));
+    assert_eq!(l.file_offset(0x410c, 4), Some(0x310c));
+    assert_eq!(l.file_offset(0x410d, 4), None);
+    assert_eq!(l.file_offset(u64::MAX - 2, 8), None);
+    l.nr_loads = MAX_LOADS + 1;
+    assert_eq!(l.file_offset(0x10, 8), None);
 }

@@ -52,7 +52,7 @@ fn u64_at(b: &[u8], off: usize) -> Option<u64> {
 
 /// The fields of an ELF class: offsets in the ELF header and in a program
 /// header, and the sizes.
-struct Layout {
+struct Class {
     class: u8,
     machine: u16,
     ehdr_size: usize,
@@ -62,10 +62,11 @@ struct Layout {
     phent: usize,
     p_offset: usize,
     p_vaddr: usize,
+    p_filesz: usize,
     word: fn(&[u8], usize) -> Option<u64>,
 }
 
-const ELF64: Layout = Layout {
+const ELF64: Class = Class {
     class: 2,
     machine: EM_X86_64,
     ehdr_size: 64,
@@ -75,10 +76,11 @@ const ELF64: Layout = Layout {
     phent: 56,
     p_offset: 8,
     p_vaddr: 16,
+    p_filesz: 32,
     word: u64_at,
 };
 
-const ELF32: Layout = Layout {
+const ELF32: Class = Class {
     class: 1,
     machine: EM_386,
     ehdr_size: 52,
@@ -88,14 +90,89 @@ const ELF32: Layout = Layout {
     phent: 32,
     p_offset: 4,
     p_vaddr: 8,
+    p_filesz: 16,
     word: u32_at,
 };
+
+/// `PT_LOAD` segments kept by [`layout`], at most: an object with more
+/// has no [`Layout::file_offset`] (the loaders' objects have four).
+pub const MAX_LOADS: usize = 8;
+
+/// A `PT_LOAD` segment: where it is from the object's base (the page of
+/// its first `PT_LOAD`) and where its bytes are in the file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Load {
+    /// Its first byte, from the object's base.
+    pub at: u64,
+    /// Its file offset.
+    pub offset: u64,
+    /// Its bytes in the file (`p_filesz`).
+    pub size: u64,
+}
+
+/// Where an ELF object keeps its tables, from its base: the same at any
+/// load address.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// The `.eh_frame_hdr`, from the base (`PT_GNU_EH_FRAME`'s `p_vaddr`
+    /// less the first `PT_LOAD`'s page).
+    pub hdr: u64,
+    /// Its first `PT_LOAD`s, in the order of the program headers.
+    pub loads: [Load; MAX_LOADS],
+    /// How many `PT_LOAD`s it has; more than [`MAX_LOADS`]: no
+    /// [`Layout::file_offset`].
+    pub nr_loads: usize,
+}
+
+impl Layout {
+    /// The file offset of the `len` bytes at `at` from the base, if one
+    /// `PT_LOAD` holds them all in the file (not in its zero-filled
+    /// tail); what a read of the object's memory reads there, for an
+    /// object whose loaded segments are the file's bytes.
+    pub fn file_offset(&self, at: u64, len: u64) -> Option<u64> {
+        if self.nr_loads > MAX_LOADS {
+            return None;
+        }
+        let end = at.checked_add(len)?;
+        self.loads.get(..self.nr_loads)?.iter().find_map(|l| {
+            let off = at.checked_sub(l.at)?;
+            (end <= l.at.checked_add(l.size)?).then_some(l.offset.checked_add(off)?)
+        })
+    }
+}
 
 /// The address of the `.eh_frame_hdr` of the ELF object whose first page
 /// is mapped at `base`, for a task of word size `ws`; `None` if the object
 /// is not a well-formed x86 ELF object of that class or has no
 /// `PT_GNU_EH_FRAME`.
 pub fn locate<M: UserBytes>(mem: &mut M, base: u64, ws: WordSize) -> Option<u64> {
+    let (hdr, _) = scan(mem, base, ws, None)?;
+    let hdr = base.wrapping_add(hdr);
+    match ws {
+        WordSize::W8 => Some(hdr),
+        WordSize::W4 => Some(hdr & 0xffff_ffff),
+    }
+}
+
+/// The [`Layout`] of the ELF object whose first page is at `base` in
+/// `mem` (a process's memory, or the file itself at 0: the ELF header and
+/// the program headers are at their file offsets from the base in both),
+/// into `out`; `None` as for [`locate`].
+pub fn layout<M: UserBytes>(mem: &mut M, base: u64, ws: WordSize, out: &mut Layout) -> Option<()> {
+    let (hdr, nr_loads) = scan(mem, base, ws, Some(&mut out.loads))?;
+    out.hdr = hdr;
+    out.nr_loads = nr_loads;
+    Some(())
+}
+
+/// The `.eh_frame_hdr` from the base and the number of `PT_LOAD`s of the
+/// object at `base`; the first [`MAX_LOADS`] into `loads` if given.
+fn scan<M: UserBytes>(
+    mem: &mut M,
+    base: u64,
+    ws: WordSize,
+    mut loads: Option<&mut [Load; MAX_LOADS]>,
+) -> Option<(u64, usize)> {
     let l = match ws {
         WordSize::W8 => &ELF64,
         WordSize::W4 => &ELF32,
@@ -120,6 +197,7 @@ pub fn locate<M: UserBytes>(mem: &mut M, base: u64, ws: WordSize) -> Option<u64>
     }
     let mut first_load = None;
     let mut eh_frame = None;
+    let mut nr_loads = 0usize;
     let mut ph = [0u8; 56];
     let ph = ph.get_mut(..l.phent)?;
     for i in 0..phnum {
@@ -129,20 +207,34 @@ pub fn locate<M: UserBytes>(mem: &mut M, base: u64, ws: WordSize) -> Option<u64>
         mem.read_bytes(at, ph)?;
         let p_type = u32_at(ph, 0)?;
         let vaddr = (l.word)(ph, l.p_vaddr)?;
-        if p_type == PT_LOAD && first_load.is_none() {
-            // It must map the ELF header: file offset 0, page 0.
-            if (l.word)(ph, l.p_offset)? & PAGE_MASK != 0 {
-                return None;
+        if p_type == PT_LOAD {
+            let offset = (l.word)(ph, l.p_offset)?;
+            let page = match first_load {
+                Some(page) => page,
+                None => {
+                    // It must map the ELF header: file offset 0, page 0.
+                    if offset & PAGE_MASK != 0 {
+                        return None;
+                    }
+                    first_load = Some(vaddr & PAGE_MASK);
+                    vaddr & PAGE_MASK
+                }
+            };
+            if let Some(load) = loads.as_mut().and_then(|v| v.get_mut(nr_loads)) {
+                *load = Load {
+                    at: vaddr.wrapping_sub(page),
+                    offset,
+                    size: (l.word)(ph, l.p_filesz)?,
+                };
             }
-            first_load = Some(vaddr);
+            nr_loads += 1;
         } else if p_type == PT_GNU_EH_FRAME {
             eh_frame = Some(vaddr);
         }
     }
-    let bias = base.wrapping_sub(first_load? & PAGE_MASK);
-    let hdr = bias.wrapping_add(eh_frame?);
+    let hdr = eh_frame?.wrapping_sub(first_load?);
     match ws {
-        WordSize::W8 => Some(hdr),
-        WordSize::W4 => Some(hdr & 0xffff_ffff),
+        WordSize::W8 => Some((hdr, nr_loads)),
+        WordSize::W4 => Some((hdr & 0xffff_ffff, nr_loads)),
     }
 }
