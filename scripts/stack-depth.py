@@ -90,9 +90,11 @@ INDIRECT = [
     (r'unwind_rust::logic::cfi::compile::<.*>|<unwind_rust::logic::cfi::Interp>::.*'
      r'|<unwind_rust::logic::rows::ObjectRows<.*>>::(fill|insert)::<.*>',
      r'<.* as unwind_rust::logic::cfi::RowSink>::row'),
-    # elf::locate reads words through the ELF class's fn pointers (inlined
-    # into user_faultable in the bench kernel).
-    (r'unwind_rust::logic::elf::locate::<.*>|unwind_rust::cache::user_faultable',
+    # elf::scan reads words through the ELF class's fn pointers (inlined
+    # into locate or layout, and those into their callers in the bench
+    # kernel).
+    (r'unwind_rust::logic::elf::(scan|locate|layout)::<.*>|unwind_rust::cache::user_faultable'
+     r'|<unwind_rust::tables::TaskTables>::add_object::<.*>|unwind_rust::tables::file_rows::<.*>',
      r'unwind_rust::logic::elf::u(16|32|64)_at'),
 ]
 

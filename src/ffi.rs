@@ -176,6 +176,27 @@ pub extern "C" fn unwind_user_tables_debugfs_init() -> c_int {
     }
 }
 
+/// Make the registry of rows compiled from files ready; called once, by
+/// the initcall in `shim.c` that registers the shrinker, before it does.
+///
+/// # Safety
+///
+/// Called once.
+#[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+#[no_mangle]
+pub unsafe extern "C" fn unwind_user_tables_files_init() {
+    // SAFETY: Called once (caller's duty).
+    unsafe { crate::tables::files_init() }
+}
+
+/// Drop rows compiled from files for the shrinker (`shim.c`), never
+/// waiting for a lock; the bytes freed.
+#[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+#[no_mangle]
+pub extern "C" fn unwind_user_tables_shrink_files(goal: usize) -> usize {
+    crate::tables::shrink_files(goal)
+}
+
 /// Free `mm`'s compiled unwind rows; called by `__mmput()`.
 ///
 /// # Safety
@@ -240,6 +261,15 @@ const _: () = {
         // `unsigned long` is `usize` in the kernel's bindings.
         let _: extern "C" fn() -> usize = unwind_user_tables_pages;
         let _: unsafe extern "C" fn() -> usize = bindings::unwind_user_tables_pages;
+        let _: [unsafe extern "C" fn(); 2] = [
+            unwind_user_tables_files_init,
+            bindings::unwind_user_tables_files_init,
+        ];
+        let _: extern "C" fn(usize) -> usize = unwind_user_tables_shrink_files;
+        let _: [unsafe extern "C" fn(usize) -> usize; 2] = [
+            unwind_user_tables_shrink_files,
+            bindings::unwind_user_tables_shrink_files,
+        ];
         type Shrink = unsafe extern "C" fn(*mut bindings::list_head) -> usize;
         let _: [Shrink; 2] = [
             unwind_user_tables_shrink,

@@ -4,15 +4,19 @@
  * user context of current read with the arch hooks of <asm/unwind_user.h>.
  * Everything else is in the Rust files next to this one.
  */
+#include <linux/highmem.h>
 #include <linux/kstrtox.h>
 #include <linux/mmap_lock.h>
 #include <linux/mm_types.h>
 #include <linux/mutex.h>
+#include <linux/pagemap.h>
 #include <linux/percpu.h>
 #include <linux/preempt.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task_stack.h>
+#include <linux/secretmem.h>
+#include <linux/shmem_fs.h>
 #include <linux/shrinker.h>
 #include <linux/spinlock.h>
 #include <linux/srcu.h>
@@ -103,6 +107,10 @@ void unwind_user_visit_threads(unwind_thread_fn fn, void *data)
 bool unwind_user_tables __read_mostly = true;
 /* Compiled rows kept per mm, at most (tables.rs). */
 unsigned int unwind_user_tables_max_kb __read_mostly = 1024;
+/* Rows compiled from files, shared by every mm (tables.rs); on at boot. */
+bool unwind_user_tables_shared __read_mostly = true;
+/* Rows compiled from files kept in all, at most (tables.rs). */
+unsigned int unwind_user_tables_shared_max_kb __read_mostly = 16384;
 
 static int __init unwind_user_tables_setup(char *s)
 {
@@ -120,6 +128,79 @@ void *unwind_user_mm_install(struct mm_struct *mm, void *new)
 bool unwind_user_mm_seq(struct mm_struct *mm, unsigned int *seq)
 {
 	return mmap_lock_speculate_try_begin(mm, seq);
+}
+
+/*
+ * Whether @file's rows can be compiled from its page cache, and the identity
+ * of its contents: not for DAX (no page cache), secretmem, or a mapping with
+ * no ->read_folio() other than shmem's.
+ */
+bool unwind_user_file_key(struct file *file, struct unwind_user_file_key *key)
+{
+	struct address_space *mapping = file->f_mapping;
+	struct inode *inode = file_inode(file);
+	struct timespec64 ctime;
+
+	if (IS_DAX(inode) || secretmem_mapping(mapping) ||
+	    (!mapping->a_ops->read_folio && !shmem_mapping(mapping)))
+		return false;
+	ctime = inode_get_ctime(inode);
+	key->dev = inode->i_sb->s_dev;
+	key->ino = inode->i_ino;
+	key->generation = inode->i_generation;
+	key->ctime_sec = ctime.tv_sec;
+	key->ctime_nsec = ctime.tv_nsec;
+	key->size = i_size_read(inode);
+	return true;
+}
+
+/*
+ * Copy @len bytes at @pos of @r->file's page cache to @buf, as uprobes'
+ * __copy_insn() reads an instruction: no fsnotify event, no atime.  The
+ * folio read is kept referenced in @r for the next read (an FDE's reads
+ * are near each other) until unwind_user_file_reader_done().  May sleep
+ * (reading the pages in).  0, or -EFAULT past the end, or the read's
+ * error.
+ */
+int unwind_user_file_read(struct unwind_user_file_reader *r, u64 pos,
+			  void *buf, size_t len)
+{
+	struct address_space *mapping = r->file->f_mapping;
+	u64 size = i_size_read(file_inode(r->file));
+
+	if (pos > size || len > size - pos)
+		return -EFAULT;
+	while (len) {
+		struct folio *folio = r->folio;
+		size_t off, n;
+
+		if (!folio || pos < folio_pos(folio) ||
+		    pos - folio_pos(folio) >= folio_size(folio)) {
+			unwind_user_file_reader_done(r);
+			if (shmem_mapping(mapping))
+				folio = shmem_read_folio(mapping, pos >> PAGE_SHIFT);
+			else
+				folio = read_mapping_folio(mapping, pos >> PAGE_SHIFT,
+							   r->file);
+			if (IS_ERR(folio))
+				return PTR_ERR(folio);
+			r->folio = folio;
+		}
+		off = pos - folio_pos(folio);
+		n = min(len, folio_size(folio) - off);
+		memcpy_from_folio(buf, folio, off, n);
+		buf += n;
+		pos += n;
+		len -= n;
+	}
+	return 0;
+}
+
+void unwind_user_file_reader_done(struct unwind_user_file_reader *r)
+{
+	if (r->folio)
+		folio_put(r->folio);
+	r->folio = NULL;
 }
 
 /*
@@ -161,9 +242,11 @@ static unsigned long unwind_user_tables_count(struct shrinker *s,
 static unsigned long unwind_user_tables_scan(struct shrinker *s,
 					     struct shrink_control *sc)
 {
-	unsigned long goal = sc->nr_to_scan << PAGE_SHIFT, bytes = 0;
+	unsigned long goal = sc->nr_to_scan << PAGE_SHIFT, bytes;
 	struct list_head *link;
 
+	/* First the rows compiled from files (no lock held: a mutex). */
+	bytes = unwind_user_tables_shrink_files(goal);
 	spin_lock(&unwind_user_tables_lock);
 	list_for_each(link, &unwind_user_tables_list) {
 		if (bytes >= goal)
@@ -178,8 +261,10 @@ static unsigned long unwind_user_tables_scan(struct shrinker *s,
 
 static int __init unwind_user_tables_shrinker(void)
 {
-	struct shrinker *s = shrinker_alloc(0, "unwind_user_tables");
+	struct shrinker *s;
 
+	unwind_user_tables_files_init();
+	s = shrinker_alloc(0, "unwind_user_tables");
 	if (!s)
 		return -ENOMEM;
 	s->count_objects = unwind_user_tables_count;
@@ -201,6 +286,20 @@ static const struct ctl_table unwind_user_sysctls[] = {
 	{
 		.procname	= "unwind_user_tables_max_kb",
 		.data		= &unwind_user_tables_max_kb,
+		.maxlen		= sizeof(unsigned int),
+		.mode		= 0644,
+		.proc_handler	= proc_douintvec,
+	},
+	{
+		.procname	= "unwind_user_tables_shared",
+		.data		= &unwind_user_tables_shared,
+		.maxlen		= sizeof(bool),
+		.mode		= 0644,
+		.proc_handler	= proc_dobool,
+	},
+	{
+		.procname	= "unwind_user_tables_shared_max_kb",
+		.data		= &unwind_user_tables_shared_max_kb,
 		.maxlen		= sizeof(unsigned int),
 		.mode		= 0644,
 		.proc_handler	= proc_douintvec,

@@ -24,6 +24,34 @@
 //! the file's contents and its load bias only, so they stay right as long
 //! as the mapping is the same file at the same place.
 //!
+//! **Rows shared by file** (`kernel.unwind_user_tables_shared`, on by
+//! default).  An object mapped from a file whose page cache can be read
+//! keeps no rows of its own: its [`Object::shared`] names the file's
+//! [`FileRows`], one per file in a global registry ([`FILES`]), compiled
+//! from the file's page cache (as uprobes reads instructions: no fsnotify
+//! event, no atime; never from a process's memory, so that no process's
+//! private writes to its copy of the tables can decide another's stacks)
+//! at offsets from the object's base ([`elf::Layout`]: the `PT_LOAD`s
+//! turn them into file offsets), so that one file's rows serve every
+//! process that maps it, at any address.  A new process of a program
+//! that ran before finds its objects' rows compiled: its first walk looks
+//! up objects, not FDEs.  An entry is found by the identity of the file's
+//! contents (device, inode number and generation, change time, size:
+//! [`FileKey`]) and holds no reference to the file or inode (a filesystem
+//! stays unmountable once its last process is gone): a file rewritten in
+//! place has a new change time and is compiled again; the process's
+//! object holds the file it reads.  Entries outlive their processes, so a
+//! program run again finds its rows; those no object uses are dropped by
+//! the shrinker first and when the registry reaches
+//! `kernel.unwind_user_tables_shared_max_kb` (16 MiB by default; the rows
+//! of the file being compiled start again if it is still reached).  The
+//! rows of the vDSO (no file), of files whose page cache cannot be read
+//! (DAX, secretmem) and of objects with more than [`elf::MAX_LOADS`]
+//! `PT_LOAD`s, and every object's rows with sharing switched off, are the
+//! mm's own, compiled from its memory as below.  Rows compiled from a
+//! file are charged to the memory cgroup of the process whose walk
+//! compiled them, as its page-cache reads are.
+//!
 //! **Invalidation** by the mm's mmap sequence count
 //! (`mmap_lock_speculate_try_begin()`, the count that per-VMA locking and
 //! uprobes use; every mmap, munmap, mremap, mprotect, brk takes the mmap
@@ -54,15 +82,21 @@
 //!
 //! **Concurrency.**  The cache's mutex is held for a whole walk: threads of
 //! one mm walk one after the other.  Lock order: the cache's mutex, then
-//! the mmap lock (object lookups, page faults); nothing takes them the
-//! other way round (`__mmput()` frees the cache when no task uses the mm,
-//! without the mutex).  The shrinker's list lock (a spinlock) comes before
-//! a cache's mutex, which it only try-locks; `mm_tables()` links a new
-//! cache and `mm_exit()` unlinks it without the mutex held.
+//! the mmap lock (object lookups, page faults), or [`FILES`]' mutex (to
+//! find or add an entry, nothing else under it but an allocation), or a
+//! [`FileRows`]' mutex (a row lookup, or compiling into it, reading the
+//! page cache, which may sleep); nothing takes them the other way round
+//! (`__mmput()` frees the cache when no task uses the mm, without the
+//! mutex).  The shrinker's list lock (a spinlock) comes before a cache's
+//! mutex, which it only try-locks; it try-locks [`FILES`]' and the
+//! [`FileRows`]' mutexes before taking the list lock; `mm_tables()` links
+//! a new cache and `mm_exit()` unlinks it without the mutex held.
 //!
 //! On at boot unless `unwind_user_tables=0`; sysctl
 //! `kernel.unwind_user_tables` switches it, debugfs `unwind_user/stats` has
-//! the counters (`shim.c`).
+//! the counters (`shim.c`): `files_found` (object lookups whose file's
+//! rows were in the registry), `files_cached` and `file_bytes` (its
+//! entries and their bytes, rows included) beside the per-mm ones.
 
 use crate::logic::{
     cfi::{self, Cause, Hdr, Reader, Scratch, UserBytes},
@@ -71,7 +105,7 @@ use crate::logic::{
     walk::{Stop, TableStats, Tables},
     word::WordSize,
 };
-use core::pin::Pin;
+use core::{marker::PhantomData, pin::Pin};
 use kernel::{
     alloc::flags::GFP_KERNEL_ACCOUNT,
     bindings,
@@ -82,9 +116,9 @@ use kernel::{
     prelude::*,
     sync::{
         aref::ARef,
-        atomic::{Atomic, Relaxed},
+        atomic::{Acquire, Atomic, Relaxed, Release},
         lock::{mutex::MutexBackend, Guard},
-        Mutex,
+        Arc, Mutex,
     },
     types::Opaque,
 };
@@ -103,6 +137,21 @@ pub(crate) fn enabled() -> bool {
 fn cap() -> usize {
     // SAFETY: As for `enabled`.
     let kb = unsafe { core::ptr::read_volatile(&raw const bindings::unwind_user_tables_max_kb) };
+    (kb as usize).saturating_mul(1024)
+}
+
+/// Whether objects' rows are compiled from their files and shared by every
+/// mm (`unwind_user_tables_shared`).
+fn shared_enabled() -> bool {
+    // SAFETY: As for `enabled`.
+    unsafe { core::ptr::read_volatile(&raw const bindings::unwind_user_tables_shared) }
+}
+
+/// The cap of the rows compiled from files, all files together, in bytes.
+fn shared_cap() -> usize {
+    // SAFETY: As for `enabled`.
+    let kb =
+        unsafe { core::ptr::read_volatile(&raw const bindings::unwind_user_tables_shared_max_kb) };
     (kb as usize).saturating_mul(1024)
 }
 
@@ -143,8 +192,17 @@ struct Object {
     file: Option<ARef<File>>,
     pgoff: u64,
     vdso: bool,
-    /// The object's tables; `None`: it has none (remembered).
+    /// The object's tables; `None`: it has none (remembered).  For an
+    /// object whose rows are its file's ([`Object::shared`]), the file's
+    /// hdr, at offsets from the object's base.
     hdr: Option<Hdr>,
+    /// Where the object's first page is mapped (the mapping of file
+    /// offset 0): what its file's rows are offset by.
+    base: u64,
+    /// The rows of its file, shared by every mm that maps it; `None`: the
+    /// object's own `rows`, compiled from this mm's memory (the vDSO,
+    /// files whose page cache cannot be read, sharing switched off).
+    shared: Option<FileUse>,
     rows: Rows,
 }
 
@@ -152,9 +210,7 @@ impl Object {
     /// Bytes allocated for it and its rows (counted against the cap, so
     /// that many objects without rows are bounded too).
     fn bytes(&self) -> usize {
-        core::mem::size_of::<Object>()
-            + self.rows.fdes.0.capacity() * core::mem::size_of::<FdeEntry>()
-            + self.rows.rows.0.capacity() * core::mem::size_of::<PackedRow>()
+        core::mem::size_of::<Object>() + rows_bytes(&self.rows)
     }
 
     /// Whether the mapping at its start is still the one it was made from.
@@ -177,6 +233,12 @@ impl Object {
     }
 }
 
+/// Bytes allocated for `rows`.
+fn rows_bytes(rows: &Rows) -> usize {
+    rows.fdes.0.capacity() * core::mem::size_of::<FdeEntry>()
+        + rows.rows.0.capacity() * core::mem::size_of::<PackedRow>()
+}
+
 /// The file a vma maps (null for anonymous memory and the vDSO) and its
 /// offset in pages.
 fn file_and_pgoff(vma: &VmaRef) -> (*mut bindings::file, usize) {
@@ -193,6 +255,361 @@ fn is_vdso(mm: &MmWithUser, start: usize) -> bool {
     vdso == start
 }
 
+/// The identity of a file's contents (`unwind_user_file_key()`): its
+/// inode's device, number and generation, change time and size.  A file
+/// rewritten in place gets a new change time, so rows compiled before are
+/// not found for it; an inode freed and its number given to another file
+/// would need the same generation, change time to the nanosecond and size
+/// to be taken for it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct FileKey {
+    dev: u64,
+    ino: u64,
+    ctime_sec: i64,
+    size: i64,
+    ctime_nsec: u32,
+    generation: u32,
+}
+
+impl FileKey {
+    /// `file`'s key; `None` if its rows cannot be compiled from its page
+    /// cache (DAX, secretmem, no `read_folio`).
+    fn of(file: &File) -> Option<Self> {
+        let mut k = bindings::unwind_user_file_key {
+            dev: 0,
+            ino: 0,
+            ctime_sec: 0,
+            size: 0,
+            ctime_nsec: 0,
+            generation: 0,
+        };
+        // SAFETY: `file` is a valid file; the function fills `k`.
+        if !unsafe { bindings::unwind_user_file_key(file.as_ptr(), &mut k) } {
+            return None;
+        }
+        Some(FileKey {
+            dev: k.dev,
+            ino: k.ino,
+            ctime_sec: k.ctime_sec,
+            size: k.size,
+            ctime_nsec: k.ctime_nsec,
+            generation: k.generation,
+        })
+    }
+}
+
+/// An object's file read through its page cache (as uprobes reads an
+/// instruction: no fsnotify event, no atime), at offsets from the object's
+/// base: the [`UserBytes`] its shared rows are compiled from.  Not a
+/// process's memory, so that no process's private writes to its copy of
+/// the tables can decide another's stacks.  The last folio read stays
+/// referenced until it is dropped: an FDE's reads are near each other.
+struct FileBytes<'a> {
+    reader: bindings::unwind_user_file_reader,
+    /// Where the object's bytes are in the file; `None`: the address is
+    /// the file offset (the ELF header and program headers, read before
+    /// the layout is known).
+    layout: Option<&'a elf::Layout>,
+    _file: PhantomData<&'a File>,
+}
+
+impl<'a> FileBytes<'a> {
+    fn new(file: &'a File, layout: Option<&'a elf::Layout>) -> Self {
+        FileBytes {
+            reader: bindings::unwind_user_file_reader {
+                file: file.as_ptr(),
+                folio: core::ptr::null_mut(),
+            },
+            layout,
+            _file: PhantomData,
+        }
+    }
+}
+
+impl UserBytes for FileBytes<'_> {
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        let len = buf.len();
+        let pos = match self.layout {
+            Some(l) => l.file_offset(addr, len as u64)?,
+            None => addr,
+        };
+        // SAFETY: `reader.file` is a valid file for `'a` (borrowed by
+        // `new`), `reader.folio` null or a folio it referenced, and `buf`
+        // is valid for `len` bytes of writes.
+        let ret = unsafe {
+            bindings::unwind_user_file_read(&mut self.reader, pos, buf.as_mut_ptr().cast(), len)
+        };
+        (ret == 0).then_some(())
+    }
+}
+
+impl Drop for FileBytes<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `reader.folio` is null or a folio the reader referenced.
+        unsafe { bindings::unwind_user_file_reader_done(&mut self.reader) };
+    }
+}
+
+/// The rows of one file, compiled from its page cache at offsets from the
+/// object's base, shared by every mm that maps it at any address.
+#[pin_data(PinnedDrop)]
+struct FileRows {
+    key: FileKey,
+    /// The word size of the tasks whose walks compiled them (the ELF class).
+    ws: WordSize,
+    layout: KBox<elf::Layout>,
+    hdr: Hdr,
+    /// The mms' objects that use it ([`FileUse`]); an entry of [`FILES`]
+    /// no object uses may be dropped.
+    users: Atomic<u32>,
+    /// Bytes of rows, written under `rows`' mutex (read without it when
+    /// it is dropped, maybe under the shrinker's spinlock).
+    bytes: Atomic<usize>,
+    #[pin]
+    rows: Mutex<Rows>,
+}
+
+#[pinned_drop]
+impl PinnedDrop for FileRows {
+    fn drop(self: Pin<&mut Self>) {
+        let bytes = self.bytes.load(Relaxed) + FILE_ROWS_SIZE;
+        file_gauge(bytes, 0);
+        if let Some(c) = STATS.get(FILES_CACHED) {
+            c.add(u64::MAX, Relaxed);
+        }
+    }
+}
+
+impl FileRows {
+    /// Count its rows' bytes going from `before` to `after` (its rows'
+    /// mutex held).
+    fn set_bytes(&self, before: usize, after: usize) {
+        self.bytes.store(after, Relaxed);
+        file_gauge(before, after);
+    }
+
+    /// Compile the FDE of `rel` (from the object's base) into `rows`, its
+    /// rows locked, reading `file` and charging `r`, as
+    /// [`ObjectRows::fill`]; and whether the rows were dropped first, the
+    /// cap of all files' rows reached.  Inlined into the walk's row
+    /// lookup, which calls the compilation: a frame of its own would add
+    /// to the deepest path (the compilation's).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn fill<M: UserBytes>(
+        &self,
+        mut rows: Guard<'_, Rows, MutexBackend>,
+        r: &mut Reader<'_, M>,
+        file: &File,
+        hdr: &Hdr,
+        ws: WordSize,
+        rel: u64,
+        scratch: &mut Scratch,
+    ) -> (Result<Found, cfi::Refusal>, bool) {
+        let mut before = rows_bytes(&rows);
+        let evict = file_bytes() >= shared_cap();
+        if evict {
+            *rows = Rows::default();
+            self.set_bytes(before, 0);
+            before = 0;
+        }
+        let mut fb = FileBytes::new(file, Some(&self.layout));
+        let mut fr = Reader::with_limit(&mut fb, r.left());
+        let res = rows.fill(&mut fr, hdr, ws, rel, scratch);
+        // Within what `r` had left: the charge fits.
+        r.charge(fr.reads());
+        self.set_bytes(before, rows_bytes(&rows));
+        (res, evict)
+    }
+}
+
+/// An object's use of its file's rows: counted in [`FileRows::users`].
+struct FileUse(Arc<FileRows>);
+
+impl FileUse {
+    /// Made only under [`FILES`]' lock, so that an entry found unused there
+    /// stays unused while the lock is held.
+    fn new(f: &Arc<FileRows>) -> Self {
+        f.users.fetch_add(1, Relaxed);
+        FileUse(f.clone())
+    }
+}
+
+impl Drop for FileUse {
+    fn drop(&mut self) {
+        self.0.users.fetch_sub(1, Relaxed);
+    }
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised by `files_init()` (an initcall) before
+    // `FILES_READY` is set, and used only when it is.
+    unsafe(uninit) static FILES: Mutex<KVec<Arc<FileRows>>> = KVec::new();
+}
+
+/// [`FILES`] is initialised.
+static FILES_READY: Atomic<bool> = Atomic::new(false);
+
+/// Initialise [`FILES`] (`shim.c`'s initcall).
+///
+/// # Safety
+///
+/// Called once.
+pub(crate) unsafe fn files_init() {
+    // SAFETY: Called once (caller's duty), and `FILES_READY` lets nothing
+    // use the lock before.
+    unsafe { FILES.init() };
+    FILES_READY.store(true, Release);
+}
+
+/// Keep the global count of bytes of rows compiled from files.
+fn file_gauge(before: usize, after: usize) {
+    if let Some(c) = STATS.get(FILE_BYTES) {
+        c.add((after as u64).wrapping_sub(before as u64), Relaxed);
+    }
+}
+
+/// Bytes of rows compiled from files now (and their entries).
+fn file_bytes() -> usize {
+    STATS.get(FILE_BYTES).map_or(0, |c| {
+        usize::try_from(c.load(Relaxed)).unwrap_or(usize::MAX)
+    })
+}
+
+/// The shared rows of `file` for a task of word size `ws`: found in
+/// [`FILES`], or a new entry for it (its ELF header, program headers and
+/// `.eh_frame_hdr` read from the file, each read charged to `r`).  Out of
+/// line, as its callers: not on the path of a compilation.  `None`:
+/// the object keeps its own rows (no key, not an ELF object with tables,
+/// more `PT_LOAD`s than [`elf::MAX_LOADS`], a read failed, no memory).
+#[inline(never)]
+fn file_rows<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    file: &File,
+    ws: WordSize,
+    found: &mut u32,
+) -> Option<FileUse> {
+    if !FILES_READY.load(Acquire) {
+        return None;
+    }
+    let key = FileKey::of(file)?;
+    let find = |files: &KVec<Arc<FileRows>>| {
+        files
+            .iter()
+            .find(|f| f.key == key && f.ws == ws)
+            .map(FileUse::new)
+    };
+    if let Some(u) = find(&FILES.lock()) {
+        *found = found.saturating_add(1);
+        return Some(u);
+    }
+    // On the heap: not in the frames of the lookup's path.
+    let mut layout = KBox::init(elf::Layout::init_zeroed(), GFP_KERNEL_ACCOUNT).ok()?;
+    let found_layout = {
+        let mut fb = FileBytes::new(file, None);
+        let mut fr = Reader::with_limit(&mut fb, r.left());
+        let found = elf::layout(&mut fr, 0, ws, &mut layout);
+        // Each reader may read what `r` has left: its charge fits.
+        r.charge(fr.reads());
+        found
+    };
+    if found_layout.is_none() || layout.nr_loads > elf::MAX_LOADS {
+        return None;
+    }
+    let hdr = {
+        let mut fb = FileBytes::new(file, Some(&layout));
+        let mut fr = Reader::with_limit(&mut fb, r.left());
+        let hdr = cfi::read_hdr(&mut fr, layout.hdr, ws).ok();
+        r.charge(fr.reads());
+        hdr
+    };
+    let new = new_file_rows(key, ws, layout, hdr?)?;
+    let mut files = FILES.lock();
+    // Another walk may have added it meanwhile: `new` is dropped.
+    if let Some(u) = find(&files) {
+        *found = found.saturating_add(1);
+        return Some(u);
+    }
+    // May reclaim, and so call the shrinker, which only try-locks `FILES`.
+    files.push(new.clone(), GFP_KERNEL_ACCOUNT).ok()?;
+    Some(FileUse::new(&new))
+}
+
+/// A new entry, unregistered, dropping unused ones first if the cap is
+/// reached.
+#[inline(never)]
+fn new_file_rows(
+    key: FileKey,
+    ws: WordSize,
+    layout: KBox<elf::Layout>,
+    hdr: Hdr,
+) -> Option<Arc<FileRows>> {
+    if file_bytes() >= shared_cap() {
+        drop_unused();
+    }
+    let new = Arc::pin_init(
+        pin_init!(FileRows {
+            key,
+            ws,
+            layout,
+            hdr,
+            users: Atomic::new(0),
+            bytes: Atomic::new(0),
+            rows <- new_mutex!(Rows::default()),
+        }),
+        GFP_KERNEL_ACCOUNT,
+    )
+    .ok()?;
+    file_gauge(0, FILE_ROWS_SIZE);
+    if let Some(c) = STATS.get(FILES_CACHED) {
+        c.add(1, Relaxed);
+    }
+    Some(new)
+}
+
+/// Bytes of an entry of [`FILES`] without its rows.
+const FILE_ROWS_SIZE: usize =
+    core::mem::size_of::<FileRows>() + core::mem::size_of::<elf::Layout>();
+
+/// Drop the entries of [`FILES`] that no object uses.
+fn drop_unused() {
+    FILES.lock().retain(|f| f.users.load(Relaxed) != 0);
+}
+
+/// The shrinker's share of the rows compiled from files: drop the entries
+/// no object uses, then the rows of others until `goal` bytes are freed
+/// (objects keep their entries: the next walks compile again).  The bytes
+/// freed.  Never waits for a lock.
+pub(crate) fn shrink_files(goal: usize) -> usize {
+    if !FILES_READY.load(Acquire) {
+        return 0;
+    }
+    let Some(mut files) = FILES.try_lock() else {
+        return 0;
+    };
+    let before = file_bytes();
+    files.retain(|f| f.users.load(Relaxed) != 0);
+    for f in files.iter() {
+        if before.saturating_sub(file_bytes()) >= goal {
+            break;
+        }
+        if let Some(mut rows) = f.rows.try_lock() {
+            let bytes = rows_bytes(&rows);
+            *rows = Rows::default();
+            f.set_bytes(bytes, 0);
+        }
+    }
+    drop(files);
+    let freed = before.saturating_sub(file_bytes());
+    if let Some(c) = STATS.get(SHRUNK) {
+        c.add(freed as u64, Relaxed);
+    }
+    freed
+}
+
+// SAFETY: All zeroes is a valid `elf::Layout` (integers: no load).
+unsafe impl Zeroable for elf::Layout {}
+
 // SAFETY: All zeroes is a valid `PcMemo` (an empty one: its slots' keys
 // are 0, and the rest is integers).
 unsafe impl Zeroable for PcMemo {}
@@ -206,11 +623,17 @@ struct Inner {
     /// Bytes of rows of all objects.
     bytes: usize,
     /// The rows of recent pcs: copies of the objects' rows, cleared
-    /// whenever an object or rows are dropped.
-    memo: KBox<PcMemo>,
+    /// whenever an object or rows are dropped.  Allocated (8 KiB, zeroed)
+    /// at the mm's second table walk: a process walked once (most of a
+    /// build's) never needs it, and its first walk, which would fill it,
+    /// finds the rows of its objects without it.
+    memo: Option<KBox<PcMemo>>,
+    /// Whether a table walk of the mm has begun before.
+    walked: bool,
     /// The interpreter's state while it compiles an FDE (880 bytes, off
-    /// the kernel stack; used under the mutex, so one per mm is enough).
-    scratch: KBox<Scratch>,
+    /// the kernel stack; used under the mutex, so one per mm is enough),
+    /// allocated at the mm's first compilation.
+    scratch: Option<KBox<Scratch>>,
 }
 
 /// An interpreter's state, written straight into its allocation: not on
@@ -223,7 +646,30 @@ fn new_scratch() -> Option<KBox<Scratch>> {
     )
 }
 
+/// Remember `found` as the row of `pc` in `memo`, if it is there.
+fn memo_put(memo: &mut Option<KBox<PcMemo>>, pc: u64, ws: WordSize, found: Found) {
+    if let Some(m) = memo.as_mut() {
+        m.put(pc, ws, found);
+    }
+}
+
+/// An mm's interpreter state, allocated at its first compilation; a
+/// refusal for want of memory if it cannot be (transient: not remembered).
+fn scratch_of(s: &mut Option<KBox<Scratch>>) -> Result<&mut Scratch, Cause> {
+    if s.is_none() {
+        *s = new_scratch();
+    }
+    s.as_deref_mut()
+        .ok_or(cfi::Refusal::Bound(cfi::Bound::Memory).cause())
+}
+
 impl Inner {
+    fn memo_clear(&mut self) {
+        if let Some(m) = self.memo.as_mut() {
+            m.clear();
+        }
+    }
+
     fn add_bytes(&mut self, before: usize, after: usize) {
         self.bytes = self.bytes.saturating_sub(before).saturating_add(after);
         gauge(before, after);
@@ -241,7 +687,7 @@ impl Inner {
             k
         });
         if self.objects.len() != before {
-            self.memo.clear();
+            self.memo_clear();
         }
         self.add_bytes(freed, 0);
     }
@@ -272,17 +718,18 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
         core::ptr::read_volatile(&raw const (*mm.as_raw()).__bindgen_anon_1.unwind_user_tables)
     };
     let cur = if cur.is_null() {
-        // Zeroed in place: too large for the stack.
-        let memo = KBox::init(PcMemo::init_zeroed(), GFP_KERNEL_ACCOUNT).ok()?;
-        let scratch = new_scratch()?;
+        // Room for a walk's usual objects (the program, libc, ld.so, one
+        // more) without growing.
+        let objects = KVec::with_capacity(4, GFP_KERNEL_ACCOUNT).ok()?;
         let new = KBox::pin_init(
             pin_init!(MmTables {
                 inner <- new_mutex!(Inner {
                     seq: None,
-                    objects: KVec::new(),
+                    objects,
                     bytes: 0,
-                    memo,
-                    scratch,
+                    memo: None,
+                    walked: false,
+                    scratch: None,
                 }),
                 // SAFETY: `p` points to the field, at its final place.
                 link <- Opaque::ffi_init(|p| unsafe { bindings::INIT_LIST_HEAD(p) }),
@@ -353,6 +800,7 @@ pub(crate) fn pages() -> usize {
     let bytes = STATS.get(CACHE_BYTES).map_or(0, |c| {
         usize::try_from(c.load(Relaxed)).unwrap_or(usize::MAX)
     });
+    let bytes = bytes.saturating_add(file_bytes());
     bytes.div_ceil(kernel::page::PAGE_SIZE)
 }
 
@@ -382,7 +830,7 @@ pub(crate) unsafe fn shrink(link: *mut bindings::list_head) -> usize {
     // Dropped here, under a spinlock: the rows are kmalloc'ed, and `fput()`
     // of the objects' files defers the last close.
     g.objects = KVec::new();
-    g.memo.clear();
+    g.memo_clear();
     g.seq = None;
     g.add_bytes(bytes, 0);
     if let Some(c) = STATS.get(SHRUNK) {
@@ -406,6 +854,7 @@ pub(crate) struct TaskTables<'a> {
     misses: u32,
     evictions: u32,
     capped: u32,
+    files_found: u32,
     revalidated: bool,
 }
 
@@ -424,8 +873,16 @@ impl<'a> TaskTables<'a> {
             misses: 0,
             evictions: 0,
             capped: 0,
+            files_found: 0,
             revalidated: false,
         };
+        if let Some(g) = t.inner.as_mut() {
+            // The memo from the mm's second walk on (see `Inner::memo`).
+            if g.walked && g.memo.is_none() {
+                g.memo = KBox::init(PcMemo::init_zeroed(), GFP_KERNEL_ACCOUNT).ok();
+            }
+            g.walked = true;
+        }
         t.validate();
         t
     }
@@ -454,7 +911,9 @@ impl<'a> TaskTables<'a> {
         drop(lock);
     }
 
-    /// Look up the mapping of `pc` and add it; its index.
+    /// Look up the mapping of `pc` and add it; its index.  Out of line:
+    /// its frame is not on the path of a compilation's.
+    #[inline(never)]
     fn add_object<M: UserBytes>(
         &mut self,
         r: &mut Reader<'_, M>,
@@ -505,8 +964,13 @@ impl<'a> TaskTables<'a> {
                 vdso,
             )
         };
-        let hdr = match base {
-            Some(base) => {
+        let shared = match (&file, base) {
+            (Some(f), Some(_)) if shared_enabled() => file_rows(r, f, ws, &mut self.files_found),
+            _ => None,
+        };
+        let hdr = match (&shared, base) {
+            (Some(u), _) => Some(u.0.hdr),
+            (None, Some(base)) => {
                 let hdr =
                     elf::locate(r, base as u64, ws).and_then(|at| cfi::read_hdr(r, at, ws).ok());
                 if hdr.is_none() {
@@ -514,7 +978,7 @@ impl<'a> TaskTables<'a> {
                 }
                 hdr
             }
-            None => {
+            (None, None) => {
                 self.no_object = self.no_object.saturating_add(1);
                 None
             }
@@ -531,6 +995,8 @@ impl<'a> TaskTables<'a> {
             pgoff,
             vdso,
             hdr,
+            base: base.unwrap_or(0) as u64,
+            shared,
             rows: Rows::default(),
         };
         let bytes = object.bytes();
@@ -540,6 +1006,8 @@ impl<'a> TaskTables<'a> {
     }
 
     /// Count this walk's outcome (`stats`, the lookups, how it ended).
+    /// Out of line: its frame is not under the walk's.
+    #[inline(never)]
     pub(crate) fn account(&self, stats: &TableStats, stop: Stop) {
         let add = |i: usize, v: u64| {
             if let Some(c) = STATS.get(i) {
@@ -569,6 +1037,7 @@ impl<'a> TaskTables<'a> {
             (EVICTIONS, self.evictions),
             (LOOKUPS_CAPPED, self.capped),
             (REVALIDATIONS, revalidated),
+            (FILES_FOUND, self.files_found),
         ];
         if rare.iter().any(|&(_, n)| n != 0) {
             for (i, n) in rare {
@@ -591,7 +1060,7 @@ impl Tables for TaskTables<'_> {
         ws: WordSize,
     ) -> Option<Result<Found, Cause>> {
         let g = self.inner.as_ref()?;
-        if let Some(found) = g.memo.get(pc, ws) {
+        if let Some(found) = g.memo.as_ref().and_then(|m| m.get(pc, ws)) {
             self.hits = self.hits.saturating_add(1);
             return Some(Ok(found));
         }
@@ -604,9 +1073,34 @@ impl Tables for TaskTables<'_> {
         let g: &mut Inner = self.inner.as_mut()?;
         let o = g.objects.get(i)?;
         let hdr = o.hdr?;
+        if let (Some(u), Some(file)) = (&o.shared, &o.file) {
+            // The file's rows, at offsets from the object's base.
+            let f = &*u.0;
+            let rel = match ws {
+                WordSize::W8 => pc.wrapping_sub(o.base),
+                WordSize::W4 => pc.wrapping_sub(o.base) & 0xffff_ffff,
+            };
+            let rows = f.rows.lock();
+            if let Some(found) = rows.lookup(rel) {
+                self.hits = self.hits.saturating_add(1);
+                memo_put(&mut g.memo, pc, ws, found);
+                return Some(Ok(found));
+            }
+            self.misses = self.misses.saturating_add(1);
+            let scratch = match scratch_of(&mut g.scratch) {
+                Ok(s) => s,
+                Err(e) => return Some(Err(e)),
+            };
+            let (res, evicted) = f.fill(rows, r, file, &hdr, ws, rel, scratch);
+            self.evictions = self.evictions.saturating_add(evicted.into());
+            if let Ok(found) = res {
+                memo_put(&mut g.memo, pc, ws, found);
+            }
+            return Some(res.map_err(|e| e.cause()));
+        }
         if let Some(found) = o.rows.lookup(pc) {
             self.hits = self.hits.saturating_add(1);
-            g.memo.put(pc, ws, found);
+            memo_put(&mut g.memo, pc, ws, found);
             return Some(Ok(found));
         }
         self.misses = self.misses.saturating_add(1);
@@ -615,7 +1109,7 @@ impl Tables for TaskTables<'_> {
             // start again from this object.
             let start = o.start;
             g.retain(|o| o.start == start);
-            g.memo.clear();
+            g.memo_clear();
             if let Some(o) = g.objects.get_mut(0) {
                 let before = o.bytes();
                 o.rows = Rows::default();
@@ -628,11 +1122,15 @@ impl Tables for TaskTables<'_> {
         }
         let o = g.objects.get_mut(i)?;
         let before = o.bytes();
-        let res = o.rows.fill(r, &hdr, ws, pc, &mut g.scratch);
+        let scratch = match scratch_of(&mut g.scratch) {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+        let res = o.rows.fill(r, &hdr, ws, pc, scratch);
         let after = o.bytes();
         g.add_bytes(before, after);
         if let Ok(found) = res {
-            g.memo.put(pc, ws, found);
+            memo_put(&mut g.memo, pc, ws, found);
         }
         Some(res.map_err(|e| e.cause()))
     }
@@ -644,7 +1142,7 @@ impl Tables for TaskTables<'_> {
 
     #[inline]
     fn memo(&self) -> Option<&PcMemo> {
-        Some(&self.inner.as_ref()?.memo)
+        self.inner.as_ref()?.memo.as_deref()
     }
 
     #[inline]
@@ -679,7 +1177,10 @@ const LOOKUPS_CAPPED: usize = 14;
 const REVALIDATIONS: usize = 15;
 const CACHE_BYTES: usize = 16;
 const SHRUNK: usize = 17;
-const REFUSED: usize = 18;
+const FILES_FOUND: usize = 18;
+const FILES_CACHED: usize = 19;
+const FILE_BYTES: usize = 20;
+const REFUSED: usize = 21;
 const NR_STATS: usize = REFUSED + Cause::COUNT;
 
 /// The counters' names, as debugfs `unwind_user/stats` prints them.
@@ -702,6 +1203,9 @@ const NAMES: [&CStr; NR_STATS] = [
     c"revalidations",
     c"cache_bytes",
     c"shrunk",
+    c"files_found",
+    c"files_cached",
+    c"file_bytes",
     // `refused_` + `Cause::NAMES`, in order (checked by KUnit).
     c"refused_no_table",
     c"refused_no_fde",

@@ -68,6 +68,31 @@ extern struct mutex unwind_callback_mutex;
 extern bool unwind_user_tables;
 /* The per-mm cap of compiled rows, in KiB (sysctl). */
 extern unsigned int unwind_user_tables_max_kb;
+/* Rows compiled from files are shared by every mm (sysctl). */
+extern bool unwind_user_tables_shared;
+/* The cap of rows compiled from files, all files, in KiB (sysctl). */
+extern unsigned int unwind_user_tables_shared_max_kb;
+/* The identity of a file's contents, for the rows compiled from it. */
+struct unwind_user_file_key {
+	u64 dev;
+	u64 ino;
+	s64 ctime_sec;
+	s64 size;
+	u32 ctime_nsec;
+	u32 generation;
+};
+/* C, for Rust: whether @file's page cache can be read, and its key. */
+bool unwind_user_file_key(struct file *file, struct unwind_user_file_key *key);
+/* A file's page cache read by Rust: the last folio read kept referenced. */
+struct unwind_user_file_reader {
+	struct file *file;
+	struct folio *folio;
+};
+/* C, for Rust: read @len bytes at @pos of @r's file; 0 or -errno. */
+int unwind_user_file_read(struct unwind_user_file_reader *r, u64 pos,
+			  void *buf, size_t len);
+/* C, for Rust: let go of the folio @r keeps. */
+void unwind_user_file_reader_done(struct unwind_user_file_reader *r);
 /* Rust: create debugfs unwind_user/stats (kernel::debugfs); 0 or -errno. */
 int unwind_user_tables_debugfs_init(void);
 /* Rust: free @mm's compiled rows (no task uses @mm any more). */
@@ -89,6 +114,10 @@ void unwind_user_tables_unlink(struct list_head *link);
  */
 unsigned long unwind_user_tables_pages(void);
 unsigned long unwind_user_tables_shrink(struct list_head *link);
+/* Rust, for the shrinker: drop rows compiled from files; the bytes freed. */
+unsigned long unwind_user_tables_shrink_files(unsigned long goal);
+/* Rust: make the registry of rows compiled from files ready (once). */
+void unwind_user_tables_files_init(void);
 #else
 static inline void unwind_user_mm_init(struct mm_struct *mm) { }
 static inline void unwind_user_mm_exit(struct mm_struct *mm) { }
