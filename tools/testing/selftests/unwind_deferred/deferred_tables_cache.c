@@ -55,8 +55,12 @@
  * row_misses = their entries (one row lookup per entry, the last one
  * finding the end of the stack), table_frames = entries - records,
  * end_of_stack = records, and no frame-pointer frame, refusal, missing
- * object or tables, budget or lookup cap.  The cases (KTAP tests 1-3,
- * 4-6, 7-11, 12-14, 15-17, 18-21, 22):
+ * object or tables, budget or lookup cap.  Cases 1-7 test each mm's own
+ * rows (sysctl kernel.unwind_user_tables_shared = 0, put back at exit: the
+ * rows of the vDSO and of files whose page cache cannot be read are always
+ * an mm's own), case 8 the rows compiled from files and shared by every
+ * mm (case 9 too).  The cases (KTAP tests 1-3, 4-6, 7-11, 12-14, 15-17,
+ * 18-21, 22, 23-26, 27-29):
  *
  * 1. warm: the same workload twice in one process, a grandchild forked
  *    (its new mm must not share the cache) and gone in between: the
@@ -112,6 +116,24 @@
  *    exit_group() (1, 4), SIGKILL while stopped (2, 5), execve() (3: the
  *    bytes are read while the new image is alive and stopped, then again
  *    after SIGKILL).
+ * 8. shared (kernel.unwind_user_tables_shared = 1): reclaim first drops
+ *    every file's rows that no mm uses (files_cached 0 after it); child A
+ *    compiles (row_misses > 0) into three new entries (files_cached +3:
+ *    liba, this program, libc; one lookup each, files_found 0); child B,
+ *    the same program and library in a new process once A is gone, finds
+ *    the three (files_found 3 = lookups) and compiles nothing (row_misses
+ *    0, row_hits = its entries); chains exact in both.
+ * 9. rewrite (shared): child C dlopen()s a copy of liba (libcopy.so, on a
+ *    ramfs mounted for it: a page cache read by read_mapping_folio(), as
+ *    a disk filesystem's, where the initramfs's tmpfs is read by
+ *    shmem_read_folio()) and compiles liba's rows from it (files_cached +1;
+ *    the program's and libc's entries of case 8 found, files_found 2);
+ *    the copy is rewritten in place (O_TRUNC, the same inode) with libb's
+ *    bytes; child D dlopen()s the same path: its rows are compiled again
+ *    (row_misses = libb's functions met, files_cached +1), its chains
+ *    exactly libb's.  Rows of the old contents found for the new would
+ *    give wrong CFAs (libb's frames are bigger) and fail its chains.  The
+ *    ramfs is unmounted at the end: the registry holds no reference.
  *
  * And for every child, over its whole life: every sample has
  * PERF_CONTEXT_USER_DEFERRED + cookie and exactly one record of its
@@ -147,6 +169,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -180,6 +203,8 @@ static unsigned int phase_ms = PHASE_MS;
 #define CAP_KB		1
 #define CAP_SLACK	4096		/* see case 5 above */
 #define MAX_KB_SYSCTL	"/proc/sys/kernel/unwind_user_tables_max_kb"
+#define SHARED_SYSCTL	"/proc/sys/kernel/unwind_user_tables_shared"
+#define RAMFS_DIR	"/tmp/dtc_ramfs"
 
 #define NO_TAIL()	asm volatile("" ::: "memory")
 #define FRAME		__attribute__((noipa))
@@ -196,6 +221,7 @@ static struct lib {
 	int nload;
 	uint64_t span;		/* bytes from the first segment's page */
 	uint64_t run_off;	/* X_run, from the first segment's page */
+	size_t size;		/* of its file, read into syms.img */
 } libs[NR_LIBS];
 
 enum op { OP_RUN, OP_LOAD, OP_SWAP, OP_OVER, OP_MPROTECT, OP_REMAP, OP_MREMAP,
@@ -889,7 +915,9 @@ static bool child_start(struct child *c, const char *name, int nworkers)
 static int dso_for(struct phase *p, pid_t pid)
 {
 	for (int l = 0; l < NR_LIBS; l++) {
-		int err = dc_dso_find(&p->dso[l], pid, lib_file[l]);
+		/* its file's name: lib_file[l], or case 9's copy */
+		const char *name = strrchr(libs[l].path, '/');
+		int err = dc_dso_find(&p->dso[l], pid, name ? name + 1 : libs[l].path);
 
 		if (err && err != -ENOENT)
 			return err;
@@ -1450,15 +1478,15 @@ static void free_child(struct child *c)
 	dc_log_free(&c->log);
 }
 
-/* ---------------- sysctl kernel.unwind_user_tables_max_kb ---------------- */
+/* ------- sysctls kernel.unwind_user_tables_max_kb and _shared ------- */
 
-static long max_kb_orig = -1;
+static long max_kb_orig = -1, shared_orig = -1;
 static pid_t max_kb_owner;
 
-static long max_kb_get(void)
+static long sysctl_get(const char *path)
 {
 	char buf[32] = "";
-	int fd = open(MAX_KB_SYSCTL, O_RDONLY);
+	int fd = open(path, O_RDONLY);
 	ssize_t n;
 
 	if (fd < 0)
@@ -1468,18 +1496,28 @@ static long max_kb_get(void)
 	return n > 0 ? strtol(buf, NULL, 10) : -1;
 }
 
-static bool max_kb_set(long kb)
+static bool sysctl_set(const char *path, long v)
 {
 	char buf[32];
-	int fd = open(MAX_KB_SYSCTL, O_WRONLY), n;
+	int fd = open(path, O_WRONLY), n;
 	bool ok;
 
 	if (fd < 0)
 		return false;
-	n = snprintf(buf, sizeof(buf), "%ld\n", kb);
+	n = snprintf(buf, sizeof(buf), "%ld\n", v);
 	ok = write(fd, buf, n) == n;
 	close(fd);
-	return ok && max_kb_get() == kb;
+	return ok && sysctl_get(path) == v;
+}
+
+static long max_kb_get(void)
+{
+	return sysctl_get(MAX_KB_SYSCTL);
+}
+
+static bool max_kb_set(long kb)
+{
+	return sysctl_set(MAX_KB_SYSCTL, kb);
 }
 
 static void max_kb_restore(void)
@@ -1488,11 +1526,20 @@ static void max_kb_restore(void)
 		max_kb_set(max_kb_orig);
 }
 
+/* At exit: both sysctls as they were. */
+static void sysctls_restore(void)
+{
+	max_kb_restore();
+	if (shared_orig >= 0 && getpid() == max_kb_owner &&
+	    sysctl_get(SHARED_SYSCTL) != shared_orig)
+		sysctl_set(SHARED_SYSCTL, shared_orig);
+}
+
 /* ---------------- the cases ---------------- */
 
-#define NR_RESULTS	22
+#define NR_RESULTS	29
 
-static struct child children[6];
+static struct child children[10];
 static int nchildren;
 
 static void case_warm(void)
@@ -1700,8 +1747,9 @@ static void case_shrink(void)
 
 	if (child_start(c, "shrink", 1) && child_phase(c, OP_LOAD, LIBA, d)) {
 		if (dc_stats_read(&s0) && drop_slab() && dc_stats_read(&s1)) {
-			held = stat_of(&s0, "cache_bytes");
-			left = stat_of(&s1, "cache_bytes");
+			/* and rows compiled from files by earlier tests' processes */
+			held = stat_of(&s0, "cache_bytes") + stat_of(&s0, "file_bytes");
+			left = stat_of(&s1, "cache_bytes") + stat_of(&s1, "file_bytes");
 			shrunk = stat_of(&s1, "shrunk") - stat_of(&s0, "shrunk");
 			dropped_all = held != UINT64_MAX && held > 0 && left == 0 &&
 				      shrunk == held;
@@ -1712,7 +1760,7 @@ static void case_shrink(void)
 	ksft_test_result(chains_ok(c, buf, sizeof(buf)),
 			 "shrink: a run, reclaim, the same run again: %s\n", buf);
 	ksft_test_result(dropped_all,
-			 "shrink: vm.drop_caches = 2 with the child stopped: cache_bytes %llu -> %llu (0), shrunk +%llu (= what it held)\n",
+			 "shrink: vm.drop_caches = 2 with the child stopped: cache_bytes + file_bytes %llu -> %llu (0), shrunk +%llu (= what they held)\n",
 			 (unsigned long long)held, (unsigned long long)left,
 			 (unsigned long long)shrunk);
 	for (int k = 0; k < 2 && k < c->nph; k++) {
@@ -1754,6 +1802,145 @@ static void case_exit(uint64_t baseline)
 	ksft_test_result(ok,
 			 "exit frees: cache_bytes before each child -> at its last stop (higher) -> once it is gone (<= before, bound 0: nothing else is sampled): %s; at the start %llu, now %llu\n",
 			 buf, (unsigned long long)baseline, (unsigned long long)now);
+}
+
+/*
+ * Rows compiled from files, shared by every mm: after reclaim has dropped
+ * every file's rows no mm uses, child A's walks compile the rows of its
+ * three objects (liba, this program, libc: one lookup each) into new
+ * entries; then child B, a new process of the same program and library
+ * (A gone), finds each object's entry and compiles nothing.
+ */
+static void case_shared(void)
+{
+	struct child *a = &children[nchildren++], *b = &children[nchildren++];
+	const int d[MAX_WORKERS] = { 40 };
+	struct dc_stats s0;
+	int64_t left = -1;
+	char buf[1024];
+	bool on, ok, found;
+
+	on = sysctl_set(SHARED_SYSCTL, 1);
+	if (on && drop_slab() && dc_stats_read(&s0))
+		left = (int64_t)stat_of(&s0, "files_cached");
+	if (child_start(a, "shared A", 1))
+		child_phase(a, OP_LOAD, LIBA, d);
+	child_end(a, END_EXIT);
+	if (child_start(b, "shared B", 1))
+		child_phase(b, OP_LOAD, LIBA, d);
+	child_end(b, END_EXIT);
+	ok = chains_ok(a, buf, sizeof(buf));
+	ksft_test_result(ok, "shared: %s = 1, a process: %s\n", SHARED_SYSCTL, buf);
+	ok = chains_ok(b, buf, sizeof(buf));
+	ksft_test_result(ok, "shared: then another process of the same program: %s\n", buf);
+	ok = on && left == 0 && a->nph == 1 && delta(a, 0, "row_misses") > 0 &&
+	     delta(a, 0, "lookups") == 3 && delta(a, 0, "files_cached") == 3 &&
+	     delta(a, 0, "files_found") == 0;
+	ksft_test_result(ok,
+			 "shared: after reclaim (files_cached %lld, 0), the first process compiles: row_misses %+lld (> 0), lookups %+lld (3: liba, the program, libc), files_cached %+lld (3), files_found %+lld (0)\n",
+			 (long long)left, (long long)(a->nph ? delta(a, 0, "row_misses") : -1),
+			 (long long)(a->nph ? delta(a, 0, "lookups") : -1),
+			 (long long)(a->nph ? delta(a, 0, "files_cached") : -1),
+			 (long long)(a->nph ? delta(a, 0, "files_found") : -1));
+	found = on && b->nph == 1 && delta(b, 0, "row_misses") == 0 &&
+		delta(b, 0, "lookups") == 3 && delta(b, 0, "files_found") == 3 &&
+		delta(b, 0, "files_cached") == 0 &&
+		delta(b, 0, "row_hits") == (int64_t)b->ph[0].sum_nr;
+	ksft_test_result(found,
+			 "shared: the second process (the first gone) compiles nothing: row_misses %+lld (0), lookups %+lld = files_found %+lld (3), files_cached %+lld (0), row_hits %+lld = its %zu entries\n",
+			 (long long)(b->nph ? delta(b, 0, "row_misses") : -1),
+			 (long long)(b->nph ? delta(b, 0, "lookups") : -1),
+			 (long long)(b->nph ? delta(b, 0, "files_found") : -1),
+			 (long long)(b->nph ? delta(b, 0, "files_cached") : -1),
+			 (long long)(b->nph ? delta(b, 0, "row_hits") : -1),
+			 b->nph ? b->ph[0].sum_nr : 0);
+	if (!sysctl_set(SHARED_SYSCTL, 0))
+		ksft_print_msg("cannot switch %s off again\n", SHARED_SYSCTL);
+}
+
+/* Write library @l's file to @path (O_TRUNC: in place if it exists). */
+static bool lib_write(int l, const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+	bool ok = fd >= 0 && write(fd, libs[l].syms.img, libs[l].size) == (ssize_t)libs[l].size;
+
+	if (!ok)
+		ksft_print_msg("%s: %s\n", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/*
+ * A file rewritten in place has new contents under the same inode: its
+ * rows must not be found for it.  Child C dlopen()s a copy of liba and
+ * compiles liba's rows from it (the program's and libc's are case 8's:
+ * found); the copy is then rewritten in place with libb's bytes (a new
+ * change time), and child D dlopen()s the same path: libb's code, whose
+ * rows it must compile (row_misses = its functions met), its chains
+ * exactly libb's.
+ */
+static void case_rewrite(void)
+{
+	struct child *c = &children[nchildren++], *d = &children[nchildren++];
+	const int depth[MAX_WORKERS] = { 30 };
+	char path[512], saved[NR_LIBS][512], buf[1024];
+	bool on, ok, ramfs, unmounted;
+	struct stat st0 = {}, st1 = {};
+
+	/*
+	 * On a ramfs: its page cache is read by read_mapping_folio(), as a
+	 * disk filesystem's (the other files here are on the initramfs's
+	 * tmpfs, read by shmem_read_folio()).  Unmounted at the end: the
+	 * registry holds no reference to the file.
+	 */
+	mkdir(RAMFS_DIR, 0755);
+	ramfs = !mount("none", RAMFS_DIR, "ramfs", 0, NULL);
+	if (!ramfs)
+		ksft_print_msg("mount -t ramfs %s: %s\n", RAMFS_DIR, strerror(errno));
+	snprintf(path, sizeof(path), "%s/libcopy.so", RAMFS_DIR);
+	for (int l = 0; l < NR_LIBS; l++) {
+		memcpy(saved[l], libs[l].path, sizeof(saved[l]));
+		snprintf(libs[l].path, sizeof(libs[l].path), "%s", path);
+	}
+	on = ramfs && sysctl_set(SHARED_SYSCTL, 1) && lib_write(LIBA, path) &&
+	     !stat(path, &st0);
+	if (on && child_start(c, "rewrite C", 1))
+		child_phase(c, OP_LOAD, LIBA, depth);
+	child_end(c, END_EXIT);
+	on = on && lib_write(LIBB, path) && !stat(path, &st1);
+	if (on && child_start(d, "rewrite D", 1))
+		child_phase(d, OP_LOAD, LIBB, depth);
+	child_end(d, END_EXIT);
+	unlink(path);
+	unmounted = ramfs && !umount(RAMFS_DIR);
+	if (ramfs && !unmounted)
+		ksft_print_msg("umount %s: %s\n", RAMFS_DIR, strerror(errno));
+	for (int l = 0; l < NR_LIBS; l++)
+		memcpy(libs[l].path, saved[l], sizeof(saved[l]));
+	ok = on && chains_ok(c, buf, sizeof(buf));
+	ksft_test_result(ok, "rewrite: liba's bytes in a new file: %s\n", buf);
+	ok = on && chains_ok(d, buf, sizeof(buf));
+	ksft_test_result(ok, "rewrite: the file rewritten in place with libb's bytes: %s\n", buf);
+	ok = on && unmounted && st0.st_ino == st1.st_ino && c->nph == 1 && d->nph == 1 &&
+	     c->ph[0].lib_fns > 0 && delta(c, 0, "row_misses") == (int64_t)c->ph[0].lib_fns &&
+	     delta(c, 0, "files_found") == 2 && delta(c, 0, "files_cached") == 1 &&
+	     d->ph[0].lib_fns > 0 && delta(d, 0, "row_misses") == (int64_t)d->ph[0].lib_fns &&
+	     delta(d, 0, "files_found") == 2 && delta(d, 0, "files_cached") == 1;
+	ksft_test_result(ok,
+			 "rewrite: on a ramfs, one inode (%s), its rows compiled again after the rewrite: first row_misses %+lld = liba's %zu functions met, files_found %+lld (2), files_cached %+lld (1); after it row_misses %+lld = libb's %zu functions met, files_found %+lld (2), files_cached %+lld (1); the ramfs unmounted (%s: no reference held)\n",
+			 st0.st_ino == st1.st_ino ? "yes" : "no",
+			 (long long)(c->nph ? delta(c, 0, "row_misses") : -1),
+			 c->nph ? c->ph[0].lib_fns : 0,
+			 (long long)(c->nph ? delta(c, 0, "files_found") : -1),
+			 (long long)(c->nph ? delta(c, 0, "files_cached") : -1),
+			 (long long)(d->nph ? delta(d, 0, "row_misses") : -1),
+			 d->nph ? d->ph[0].lib_fns : 0,
+			 (long long)(d->nph ? delta(d, 0, "files_found") : -1),
+			 (long long)(d->nph ? delta(d, 0, "files_cached") : -1),
+			 unmounted ? "yes" : "no");
+	if (!sysctl_set(SHARED_SYSCTL, 0))
+		ksft_print_msg("cannot switch %s off again\n", SHARED_SYSCTL);
 }
 
 /*
@@ -1814,6 +2001,7 @@ static void lib_init(int l, const char *dir)
 	fd = open(L->path, O_RDONLY);
 	if (fd < 0 || fstat(fd, &st))
 		ksft_exit_fail_msg("%s: %s\n", L->path, strerror(errno));
+	L->size = st.st_size;
 	L->syms.img = malloc(st.st_size);
 	if (!L->syms.img || read(fd, L->syms.img, st.st_size) != st.st_size)
 		ksft_exit_fail_msg("%s: %s\n", L->path, strerror(errno));
@@ -1896,7 +2084,13 @@ int main(int argc, char **argv)
 	max_kb_owner = getpid();
 	if (max_kb_orig < 0)
 		ksft_exit_fail_msg("cannot read %s\n", MAX_KB_SYSCTL);
-	atexit(max_kb_restore);
+	shared_orig = sysctl_get(SHARED_SYSCTL);
+	if (shared_orig < 0)
+		ksft_exit_fail_msg("cannot read %s\n", SHARED_SYSCTL);
+	atexit(sysctls_restore);
+	/* Cases 1-7: every mm's own rows, compiled from its memory. */
+	if (!sysctl_set(SHARED_SYSCTL, 0))
+		ksft_exit_fail_msg("cannot switch %s off\n", SHARED_SYSCTL);
 	baseline = cache_bytes_now();
 	if (baseline == UINT64_MAX)
 		ksft_exit_fail_msg("no cache_bytes in %s/stats\n", DC_UW_DIR);
@@ -1912,10 +2106,12 @@ int main(int argc, char **argv)
 	case_cap();
 	case_shrink();
 	case_exit(baseline);
+	case_shared();
+	case_rewrite();
 	for (int i = 0; i < nchildren; i++)
 		free_child(&children[i]);
 	dc_tables_restore();
-	max_kb_restore();
+	sysctls_restore();
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ksft_print_msg("%.1f s (guest time)\n",
 		       (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
