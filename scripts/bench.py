@@ -101,6 +101,10 @@ def metrics_of(log):
                     continue
                 how = {None: 'frame pointers', 0: 'frame pointers',
                        1: 'unwind tables'}[kv.get('tables')]
+                # A new process whose objects' rows another one compiled.
+                if kv.get('shared'):
+                    how += ', rows of another process'
+
                 out['deferred walk %s, %d frames (%s): per frame' % (bits, nr, how)] = \
                     (kv['ns'] / iters / nr, 'ns')
                 # The first walk of a depth apart (for the tables: the one
@@ -109,6 +113,10 @@ def metrics_of(log):
                 if 'first_ns' in kv:
                     out['deferred walk %s, %d frames (%s, first walk): per frame'
                         % (bits, nr, how)] = (kv['first_ns'] / nr, 'ns')
+                # The second (the table walk allocates its memo there).
+                if kv.get('second_ns'):
+                    out['deferred walk %s, %d frames (%s, second walk): per frame'
+                        % (bits, nr, how)] = (kv['second_ns'] / nr, 'ns')
             elif kind in ('task', 'irq', 'nmi'):
                 iters, n = kv['iters'], kv['tracers']
                 if kv.get('bad'):
@@ -569,7 +577,7 @@ def real_metrics_of(log):
     progs = sorted({p for p, _ in runs})
     for p in progs:
         none = runs.get((p, 'none'), {}).get('cpu_us')
-        for m in ('off', 'on', 'cap', 'fp', 'dwarf'):
+        for m in ('off', 'on', 'again', 'cap', 'fp', 'dwarf'):
             r = runs.get((p, m))
             if not r or not none or r.get('cpu_us') is None:
                 continue
@@ -578,12 +586,12 @@ def real_metrics_of(log):
                 out[(p, 'us/sample %s' % m)] = (r['cpu_us'] - none) / r['samples']
                 if r.get('bytes') is not None:
                     out[(p, 'bytes/sample %s' % m)] = r['bytes'] / r['samples']
-            if m in ('on', 'cap') and r.get('rows_bytes') is not None:
+            if m in ('on', 'again', 'cap') and r.get('rows_bytes') is not None:
                 out[(p, 'rows KiB (%s)' % m)] = r['rows_bytes'] / 1024
             if m == 'cap' and r.get('evictions') is not None:
                 out[(p, 'evictions (cap)')] = r['evictions']
         off = runs.get((p, 'off'))
-        for m in ('on', 'cap'):
+        for m in ('on', 'again', 'cap'):
             r = runs.get((p, m))
             if r and off and off.get('cpu_us') and r.get('cpu_us') is not None:
                 out[(p, 'CPU %s / off' % m)] = r['cpu_us'] / off['cpu_us']

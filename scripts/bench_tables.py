@@ -208,6 +208,10 @@ def micro_rows():
     for bits in ('64-bit', 'compat'):
         out.append(('the same, a process\'s first walk, %s, 15 frames, per frame' % bits,
                     [TABLES_FIRST % bits]))
+        out.append(('the same, its objects\' rows compiled by another process, %s' % bits,
+                    [TABLES_SHARED_FIRST % bits]))
+        out.append(('the same, its second walk (the memo allocated), %s' % bits,
+                    [TABLES_SECOND % bits]))
     for ctx, label in (('irq', 'hardirq'), ('nmi', 'NMI'), ('task', 'task')):
         out.append(('request from %s, first of the entry' % label, [REQ_FIRST % ctx]))
         out.append(('request from %s, repeat' % label, [REQ_REPEAT % ctx]))
@@ -221,6 +225,10 @@ def micro_rows():
 FP = 'deferred walk %s, %d frames (frame pointers): per frame'
 TABLES_WARM = 'deferred walk %s, %d frames (unwind tables): per frame'
 TABLES_FIRST = 'deferred walk %s, 15 frames (unwind tables, first walk): per frame'
+TABLES_SECOND = ('deferred walk %s, 15 frames (unwind tables, rows of another process,'
+                 ' second walk): per frame')
+TABLES_SHARED_FIRST = ('deferred walk %s, 15 frames (unwind tables, rows of another process,'
+                       ' first walk): per frame')
 REQ_FIRST = 'request from %s: first of the entry'
 REQ_REPEAT = 'request from %s: repeat'
 TASK_WORK = 'task_work, %d tracer%s (walk + callbacks)'
@@ -236,6 +244,8 @@ MICRO_SUMMARY = [
     ('the same, compat', [TABLES_WARM % ('compat', n) for n in (15, 263)]),
     ('a process\'s first walk by unwind tables, per frame, 15 frames: 64-bit / compat',
      [TABLES_FIRST % b for b in ('64-bit', 'compat')]),
+    ('the same, its objects\' rows compiled by another process',
+     [TABLES_SHARED_FIRST % b for b in ('64-bit', 'compat')]),
     ('request from hardirq: first of the entry / repeat', [REQ_FIRST % 'irq', REQ_REPEAT % 'irq']),
     ('request from NMI: first / repeat', [REQ_FIRST % 'nmi', REQ_REPEAT % 'nmi']),
     ('request from task: first / repeat', [REQ_FIRST % 'task', REQ_REPEAT % 'task']),
@@ -355,11 +365,13 @@ def real_tables(d):
     for prog, label in REAL_PROGRAMS:
         g = lambda m: d.row('%s: %s' % (prog, m))
         rows.append([label, d.fig(g('CPU on / off'), 'rust', fixed(3)),
+                     d.fig(g('CPU again / off'), 'rust', fixed(3)),
                      d.fig(g('rows KiB (on)'), 'rust', fixed(0)),
                      d.fig(g('CPU cap / off'), 'rust', fixed(3)),
                      d.fig(g('evictions (cap)'), 'rust', fixed(0))])
     return (d.stamp(REAL_WHAT % boots(d)) + '\n\n' +
-            table(['program', 'Rust: CPU, tables on / off', 'compiled rows, KiB',
+            table(['program', 'Rust: CPU, tables on (cold) / off',
+                   'the same, rows compiled by an earlier run / off', 'compiled rows, KiB',
                    'CPU, rows capped at %d KiB / off' % REAL_CAP_KB,
                    'evictions, capped'], rows))
 

@@ -88,7 +88,8 @@ def make_data():
                 m = '%s: %s' % (prog, what % mode)
                 real.append(row(m, (1.014, 1.0, 1.02) if mode in ('fp', 'dwarf') else None,
                                 (1.026, 1.025, 1.03) if mode != 'fp' else None, 'ratio'))
-        for m in ('CPU on / off', 'rows KiB (on)', 'CPU cap / off', 'evictions (cap)'):
+        for m in ('CPU on / off', 'CPU again / off', 'rows KiB (on)', 'CPU cap / off',
+                  'evictions (cap)'):
             real.append(row('%s: %s' % (prog, m), None, (1.026, 1.025, 1.03), 'ratio'))
     return {'meta': dict(META), 'rows': list(rows.values()), 'end_to_end': e2e,
             'real_programs': real, 'e2e_deep': deep_rows()}

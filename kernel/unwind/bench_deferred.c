@@ -12,8 +12,10 @@
  *   walk ITERS      unwind_user() of the caller's stack, ITERS times
  *   faultable ITERS unwind_user_faultable() of the caller's stack (the
  *                   deferred walk, into the task's cache), ITERS times,
- *                   the cache reset between two; the first walk is
- *                   reported apart (first_ns), ns is the others
+ *                   the cache reset between two; the first two walks
+ *                   are reported apart (first_ns, second_ns: the Rust
+ *                   table walk allocates its memo in the second), ns
+ *                   is the others (iters: how many)
  *   task ITERS      ITERS rounds of: first request of the entry, repeat
  *                   request, the task_work (walk + callbacks), and the
  *                   reset of the return to user space, each timed
@@ -242,8 +244,8 @@ static int ube_walk(int iters)
 static int ube_faultable(int iters)
 {
 	struct unwind_stacktrace trace = { };
-	u64 ns = 0, first = 0, t0, dt;
-	int i, ret;
+	u64 ns = 0, first = 0, second = 0, t0, dt;
+	int i, n = 0, ret;
 
 	for (i = 0; i < iters; i++) {
 		/* A new entry for the cache: the walk runs again. */
@@ -253,14 +255,21 @@ static int ube_faultable(int iters)
 		dt = ube_seg(t0, ube_now());
 		if (ret)
 			return ret;
-		/* The first walk apart: it may fill caches the others use. */
-		if (i)
-			ns += dt;
-		else
+		/*
+		 * The first two apart: the first may fill caches the others
+		 * use, the second may allocate more.
+		 */
+		if (!i) {
 			first = dt;
+		} else if (i == 1 && iters > 2) {
+			second = dt;
+		} else {
+			ns += dt;
+			n++;
+		}
 	}
-	ube_result("faultable nr=%u iters=%d ns=%llu first_ns=%llu\n", trace.nr,
-		   iters > 1 ? iters - 1 : 1, iters > 1 ? ns : first, first);
+	ube_result("faultable nr=%u iters=%d ns=%llu first_ns=%llu second_ns=%llu\n",
+		   trace.nr, n ? n : 1, n ? ns : first, first, second);
 	unwind_reset_info();
 	return trace.nr ? 0 : -EINVAL;
 }

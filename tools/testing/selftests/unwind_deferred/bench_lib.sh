@@ -51,13 +51,13 @@ cpus_back() {
 }
 
 # bench_callgraph MODE: perf record's --call-graph for MODE, with the
-# unwind tables switched for it ($TABLES: off 0, on and cap 1): dwarf for
-# dwarf, fp,defer for off, on, cap and fp (the C kernel, which has no
-# tables).
+# unwind tables switched for it ($TABLES: off 0, on, again and cap 1):
+# dwarf for dwarf, fp,defer for off, on, again, cap and fp (the C kernel,
+# which has no tables).
 bench_callgraph() {
 	case $1 in
 	off) echo 0 >"$TABLES" ;;
-	on | cap) echo 1 >"$TABLES" ;;
+	on | again | cap) echo 1 >"$TABLES" ;;
 	esac
 	case $1 in
 	dwarf) echo dwarf ;;

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../kselftest.h"
@@ -46,6 +47,7 @@
 
 #define DIR	"/sys/kernel/debug/unwind_deferred_bench"
 #define TABLES	"/proc/sys/kernel/unwind_user_tables"
+#define SHARED	"/proc/sys/kernel/unwind_user_tables_shared"
 
 static int ctl = -1;
 static bool smoke = true;
@@ -330,16 +332,90 @@ static int memory_with_threads(int n, int round)
 	return bad;
 }
 
+/* vm.drop_caches = 2: every shrinker, the unwinder's included. */
+static void drop_slab(int *bad)
+{
+	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+
+	if (fd < 0 || write(fd, "2\n", 2) != 2) {
+		ksft_print_msg("vm.drop_caches: %s\n", strerror(errno));
+		*bad = 1;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static const int fault_depths[] = { 8, 64, 256 };
+
+/* Inline, as faultable_shared(): the walks' depths are the same in both. */
+static inline __attribute__((always_inline))
+int faultable_series(int iters, int *bad, const char *tag)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(fault_depths); i++) {
+		*bad |= run(fault_depths[i], "faultable %d", iters);
+		n += collect_from(fault_depths[i], "faultable", tag);
+	}
+	return n;
+}
+
+/* Whether rows compiled from files are shared by every process (on). */
+static bool shared_rows(void)
+{
+	char c = '0';
+	int fd = open(SHARED, O_RDONLY);
+
+	if (fd < 0)
+		return false;
+	if (read(fd, &c, 1) != 1)
+		c = '0';
+	close(fd);
+	return c == '1';
+}
+
+/*
+ * The table walks again in a new process of this program (a fork: a new
+ * mm, no rows of its own), whose first walk finds the rows this process
+ * compiled from the same files: "faultable tables=1 shared=1".
+ */
+static inline __attribute__((always_inline))
+int faultable_shared(int iters, int *bad)
+{
+	int status, n;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		*bad = 1;
+		return 0;
+	}
+	if (!pid) {
+		int child_bad = 0;
+
+		n = faultable_series(iters, &child_bad, " tables=1 shared=1");
+		fflush(stdout);
+		_exit(child_bad || n != ARRAY_SIZE(fault_depths));
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		*bad = 1;
+		return 0;
+	}
+	return ARRAY_SIZE(fault_depths);
+}
+
 /*
  * The deferred walk (unwind_user_faultable()) at depths 8, 64 and 256, by
  * frame pointers and, where the kernel has them (Rust, sysctl
  * kernel.unwind_user_tables), by the unwind tables of the same frames:
  * "faultable tables=0|1 nr=...", or without "tables=" on a kernel that has
- * none.  The switch is put back as it was.
+ * none.  The switch is put back as it was.  Where rows compiled from files
+ * are shared (sysctl kernel.unwind_user_tables_shared), the table walks
+ * start cold and run again in a new process (faultable_shared()).
  */
 static int faultable_walks(int iters, int *bad)
 {
-	static const int depths[] = { 8, 64, 256 };
 	int fd = open(TABLES, O_RDWR), n = 0;
 	char was = '0';
 
@@ -351,12 +427,18 @@ static int faultable_walks(int iters, int *bad)
 			*bad = 1;
 			break;
 		}
-		for (size_t i = 0; i < ARRAY_SIZE(depths); i++) {
-			*bad |= run(depths[i], "faultable %d", iters);
-			n += collect_from(depths[i], "faultable",
-					  fd < 0 ? "" : on ? " tables=1" : " tables=0");
-		}
+		/*
+		 * The first table walk cold: reclaim drops every file's rows
+		 * no process uses (vm.drop_caches = 2 runs the shrinkers;
+		 * this process has none yet).
+		 */
+		if (on && shared_rows())
+			drop_slab(bad);
+		n += faultable_series(iters, bad,
+				      fd < 0 ? "" : on ? " tables=1" : " tables=0");
 	}
+	if (fd >= 0 && shared_rows())
+		n += faultable_shared(iters, bad);
 	if (fd >= 0) {
 		if (pwrite(fd, was == '1' ? "1" : "0", 1, 0) != 1)
 			*bad = 1;

@@ -7,8 +7,15 @@
 #   none   unprofiled;
 #   off    perf record -e cpu-clock -F FREQ --call-graph fp,defer with the
 #          unwind tables off (kernel.unwind_user_tables=0: frame pointers);
-#   on     the same with the tables on (the Rust kernel's default);
-#   cap    the same with the tables on and each process's compiled rows
+#   on     the same with the tables on (the Rust kernel's default), cold:
+#          reclaim first drops every file's compiled rows (vm.drop_caches
+#          = 2), so the run compiles the rows of every object it meets
+#          (its own and its libraries');
+#   again  the same once more: the rows compiled from the files by the
+#          runs before (kernel.unwind_user_tables_shared, on by default)
+#          are found, what a program that ran before pays;
+#   cap    the same with each process's own rows (sharing switched off:
+#          rows compiled from the process's memory, as for the vDSO)
 #          capped at CAP_KB KiB (kernel.unwind_user_tables_max_kb; 1024
 #          by default): what the cap costs a program whose rows exceed it
 #          (a walk that needs more drops every other object and all rows
@@ -23,11 +30,12 @@
 #   BENCH_REAL prog=P mode=M freq=F cpu_us=N samples=N deferred=N lost=N
 #     bytes=N rows_bytes=N evictions=N
 # samples and deferred: perf report --stats' totals; bytes: perf.data's
-# size; rows_bytes (modes on and cap): the largest unwind_user/stats
-# cache_bytes (the compiled rows and objects of the program's mm) seen
-# during another run, not timed, of the same command, "-" where not
-# measured; evictions (on and cap): the counter's growth over the timed
-# run.  Under QEMU
+# size; rows_bytes (modes on, again and cap): the largest unwind_user/stats
+# cache_bytes + file_bytes (the objects and own rows of the program's mm,
+# and the rows compiled from files, which after on's reclaim are this
+# program's) seen during another run, not timed, of the same command, "-"
+# where not measured; evictions (on, again and cap): the counter's growth
+# over the timed run.  Under QEMU
 # -icount (make bench) CPU time counts guest instructions, so the ratios
 # of a boot compare the same work; as in perf_bench.sh, only CPU 0 is
 # online during the runs (under -icount the guest clock, and so every
@@ -38,6 +46,7 @@ T=${TMPDIR:-/tmp}/perf_bench_real
 TABLES=/proc/sys/kernel/unwind_user_tables
 STATS=/sys/kernel/debug/unwind_user/stats
 CAP=/proc/sys/kernel/unwind_user_tables_max_kb
+SHARED=/proc/sys/kernel/unwind_user_tables_shared
 CAP_KB=${CAP_KB:-16}
 FREQ=${FREQ:-4000}
 PROGRAMS="perl gzip bzip2 grep python3.11"
@@ -72,8 +81,9 @@ echo "# inputs: words.txt $(wc -l <words.txt) lines, zip.in $(wc -c <zip.in) byt
 was=
 if [ -e "$TABLES" ]; then
 	was=$(cat "$TABLES")
-	MODES="none off on cap dwarf"
+	MODES="none off on again cap dwarf"
 	cap_was=$(cat "$CAP")
+	shared_was=$(cat "$SHARED")
 else
 	MODES="none fp dwarf"
 fi
@@ -82,7 +92,8 @@ fi
 watch_rows() {
 	max=0
 	while [ -e "$T/running" ]; do
-		v=$(awk '$1 == "cache_bytes" { print $2 }' "$STATS" 2>/dev/null)
+		v=$(awk '$1 == "cache_bytes" || $1 == "file_bytes" { n += $2 }
+			END { print n + 0 }' "$STATS" 2>/dev/null)
 		[ -n "$v" ] && [ "$v" -gt "$max" ] && max=$v
 		sleep 0.05
 	done
@@ -102,7 +113,9 @@ run() {	# program mode
 	esac
 	cg=$(bench_callgraph $m)
 	tables=
-	case $m in on|cap) [ -r "$STATS" ] && tables=1 ;; esac
+	case $m in on|again|cap) [ -r "$STATS" ] && tables=1 ;; esac
+	# on: cold, every file's rows dropped (no process holds any now).
+	[ $m = on ] && echo 2 >/proc/sys/vm/drop_caches
 	[ -n "$tables" ] && cp "$STATS" stats.before
 	perf record -q --no-bpf-event --no-buildid -m 4096 -F $FREQ -e cpu-clock \
 		--call-graph $cg -o $p.$m.data -- "$CPU_TIME" cpu.us "$@" \
@@ -112,7 +125,8 @@ run() {	# program mode
 	if [ -n "$tables" ]; then
 		# The table walk's counters over the run (what the time went to).
 		echo "# $p, $m: table walk: $(awk 'NR == FNR { b[$1] = $2; next }
-			$2 != b[$1] && $1 != "cache_bytes" { printf " %s %+d", $1, $2 - b[$1] }' \
+			$2 != b[$1] && $1 != "cache_bytes" && $1 != "file_bytes" {
+				printf " %s %+d", $1, $2 - b[$1] }' \
 			stats.before "$STATS")"
 		evictions=$(awk 'NR == FNR { b[$1] = $2; next }
 			$1 == "evictions" { print $2 - b[$1] }' stats.before "$STATS")
@@ -138,10 +152,10 @@ run() {	# program mode
 for p in $PROGRAMS; do
 	ok=1
 	for m in $MODES; do
-		[ $m = cap ] && echo "$CAP_KB" >"$CAP"
+		[ $m = cap ] && echo "$CAP_KB" >"$CAP" && echo 0 >"$SHARED"
 		run $p $m
 		r=$?
-		[ $m = cap ] && echo "$cap_was" >"$CAP"
+		[ $m = cap ] && echo "$cap_was" >"$CAP" && echo "$shared_was" >"$SHARED"
 		if [ $r != 0 ]; then
 			ok=
 			echo "# $p, $m: the run failed:"
