@@ -83,7 +83,7 @@ for m in $modes; do
 done
 if [ "$modes" != none ]; then
 	echo "$was" >"$TABLES"
-	echo "---- $(grep -E '^(walks|table_frames|fp_frames|lookups|row_hits|row_misses|cache_bytes|end_of_stack) ' \
+	echo "---- $(grep -E '^(walks|table_frames|fp_frames|lookups|row_hits|row_misses|files_found|files_cached|file_bytes|cache_bytes|end_of_stack) ' \
 		/sys/kernel/debug/unwind_user/stats | tr '\n' ' ')"
 fi
 exit $fail
