@@ -104,7 +104,6 @@ def metrics_of(log):
                 # A new process whose objects' rows another one compiled.
                 if kv.get('shared'):
                     how += ', rows of another process'
-
                 out['deferred walk %s, %d frames (%s): per frame' % (bits, nr, how)] = \
                     (kv['ns'] / iters / nr, 'ns')
                 # The first walk of a depth apart (for the tables: the one

@@ -130,10 +130,8 @@ impl Layout {
     /// tail); what a read of the object's memory reads there, for an
     /// object whose loaded segments are the file's bytes.
     pub fn file_offset(&self, at: u64, len: u64) -> Option<u64> {
-        if self.nr_loads > MAX_LOADS {
-            return None;
-        }
         let end = at.checked_add(len)?;
+        // More loads than kept: `get` refuses the range.
         self.loads.get(..self.nr_loads)?.iter().find_map(|l| {
             let off = at.checked_sub(l.at)?;
             (end <= l.at.checked_add(l.size)?).then_some(l.offset.checked_add(off)?)
