@@ -457,6 +457,21 @@ static void chain_str(const struct el *p, char *buf, size_t len)
 	}
 }
 
+#ifndef __x86_64__
+/*
+ * Is @a in @name or in one of GCC's clones of it (name.constprop.0,
+ * name.isra.0, name.part.0: i386 libc's raise() calls
+ * __pthread_kill_implementation.constprop.0)?
+ */
+static bool in_func(uint64_t a, const char *name)
+{
+	const char *n = dc_sym(a, NULL);
+	size_t l = strlen(name);
+
+	return dc_sym_is(a, name) || (n && !strncmp(n, name, l) && n[l] == '.');
+}
+#endif
+
 /* Which class of record is this (its first frame), or -1. */
 static int classify(const struct dc_sample *s, const struct dc_deferred *d)
 {
@@ -484,7 +499,7 @@ static int classify(const struct dc_sample *s, const struct dc_deferred *d)
 		uint64_t c = d->nr > 1 ? d->ips[1] - 1 : 0;
 
 		for (size_t i = 0; i < ARRAY_SIZE(others); i++)
-			if (c && dc_sym_is(c, others[i]))
+			if (c && in_func(c, others[i]))
 				return -1;
 		/*
 		 * A sample in another system call (a frame-pointer walk may
@@ -571,6 +586,7 @@ struct res {
 	size_t samples, records;
 	size_t cls[NR_CLS], exact[NR_CLS];
 	size_t sigframe, one_entry;	/* leaf records reaching __restore_rt, of 1 entry */
+	size_t unclassed;		/* samples in none of the classes (set-up, raise) */
 	size_t bad_pid, bad_ctx, missing, dup, stopping, orphan;
 	size_t bad_rec, kaddr, nonuser;
 	uint64_t lost, malformed;
@@ -627,8 +643,10 @@ static void analyze(const struct case_arg *c, enum mode mode, struct dc_log *log
 		d = &log->deferred[idx];
 		d->matched++;
 		k = classify(s, d);
-		if (k < 0)
+		if (k < 0) {
+			r->unclassed++;
 			continue;
+		}
 		r->cls[k]++;
 		for (int a = 0; a < NR_ALT && !exact; a++) {
 			exact = chain_is(d->ips, d->nr, chains[k][a], &w);
@@ -785,14 +803,14 @@ static void report(const struct case_arg *c, enum mode mode, unsigned long gated
 	bool stack_ok = c->alt ? s->on_alt == s->entries : !s->on_alt;
 	bool inv;
 
-	ksft_print_msg("FIGURES %s, %s: samples %zu, records %zu; handler entries %lu (%lu with getppid, %lu on the alternate stack), descents %lu; exact: handler's getppid %zu of %zu (%.1f%%), handler %zu of %zu (%.1f%%), victim %zu of %zu (%.1f%%); getppid records reaching the sigreturn frame %.1f%%, of one entry %.1f%%; stats:%s\n",
+	ksft_print_msg("FIGURES %s, %s: samples %zu, records %zu; handler entries %lu (%lu with getppid, %lu on the alternate stack), descents %lu; exact: handler's getppid %zu of %zu (%.1f%%), handler %zu of %zu (%.1f%%), victim %zu of %zu (%.1f%%), %zu samples in none of these; getppid records reaching the sigreturn frame %.1f%%, of one entry %.1f%%; stats:%s\n",
 		       c->name, mode_name[mode], r->samples, r->records, s->entries,
 		       s->gated, s->on_alt, s->descents,
 		       r->exact[C_LEAF], r->cls[C_LEAF], pct(r->exact[C_LEAF], r->cls[C_LEAF]),
 		       r->exact[C_HANDLER], r->cls[C_HANDLER],
 		       pct(r->exact[C_HANDLER], r->cls[C_HANDLER]),
 		       r->exact[C_VICTIM], r->cls[C_VICTIM],
-		       pct(r->exact[C_VICTIM], r->cls[C_VICTIM]),
+		       pct(r->exact[C_VICTIM], r->cls[C_VICTIM]), r->unclassed,
 		       pct(r->sigframe, r->cls[C_LEAF]), pct(r->one_entry, r->cls[C_LEAF]),
 		       r->have_stats ? (r->stats[0] ? r->stats : " unchanged") : " none");
 	if (r->nonuser && nonuser_ok)
