@@ -180,9 +180,12 @@ impl<T> Store<T> for KStore<T> {
     fn truncate(&mut self, n: usize) {
         self.0.truncate(n)
     }
+    fn reserve(&mut self, n: usize) -> bool {
+        self.0.reserve(n, GFP_KERNEL_ACCOUNT).is_ok()
+    }
 }
 
-type Rows = ObjectRows<KStore<FdeEntry>, KStore<PackedRow>>;
+type Rows = ObjectRows<KStore<FdeEntry>, KStore<PackedRow>, KStore<cfi::Probe>>;
 
 /// A mapping a walk met, and the compiled rows of its object.
 struct Object {
@@ -237,6 +240,7 @@ impl Object {
 fn rows_bytes(rows: &Rows) -> usize {
     rows.fdes.0.capacity() * core::mem::size_of::<FdeEntry>()
         + rows.rows.0.capacity() * core::mem::size_of::<PackedRow>()
+        + rows.probes.0.capacity() * core::mem::size_of::<cfi::Probe>()
 }
 
 /// The file a vma maps (null for anonymous memory and the vDSO) and its

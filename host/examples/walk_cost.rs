@@ -129,7 +129,7 @@ fn maps(sp: u64) -> (Vec<Range>, Range, Vec<Mapping>) {
     (readable, stack, all)
 }
 
-type Rows = ObjectRows<Vec<FdeEntry>, Vec<PackedRow>>;
+type Rows = ObjectRows<Vec<FdeEntry>, Vec<PackedRow>, Vec<unwind_logic::cfi::Probe>>;
 
 /// An object: its mapping and compiled rows.
 struct Object {

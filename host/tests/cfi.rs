@@ -1483,3 +1483,80 @@ proptest! {
         }
     }
 }
+
+/// The table entry `i`'s start (datarel `sdata4`, as `Obj` writes them).
+fn entry_start(mem: &Mem, table: u64, i: u64) -> u64 {
+    let b: Vec<u8> = (0..4).map(|k| mem.bytes[&(table + i * 8 + k)]).collect();
+    HDR.wrapping_add(i32::from_le_bytes(b.try_into().unwrap()) as i64 as u64)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// A search with a memo of earlier searches' probes answers what one
+    /// without answers, on sorted and unsorted tables (hostile ones: the
+    /// memo must not make a search take other steps), reads no more, and
+    /// searching a pc again skips the memo's levels; each probe in the memo
+    /// is the entry at its place in the search's tree.
+    #[test]
+    fn probe_memo(
+        n in 1u64..700,
+        swaps in proptest::collection::vec((0u64..700, 0u64..700), 0..4),
+        pcs in proptest::collection::vec(0u64..700 * 0x20 + 0x40, 1..40),
+    ) {
+        let mut o = Obj::new(W8);
+        for i in 0..n {
+            o = o.fde(CODE + i * 0x20, 0x10, vec![0x0e, 16]);
+        }
+        let (mut mem, _) = o.build();
+        let h = cfi::read_hdr(&mut Reader::new(&mut mem), HDR, W8).unwrap();
+        prop_assert_eq!(h.count, n);
+        // Swap table entries: the search's answers need not be sorted ones.
+        for (a, b) in swaps {
+            let (a, b) = (h.table + (a % n) * 8, h.table + (b % n) * 8);
+            for k in 0..8 {
+                let (x, y) = (mem.bytes[&(a + k)], mem.bytes[&(b + k)]);
+                mem.bytes.insert(a + k, y);
+                mem.bytes.insert(b + k, x);
+            }
+        }
+        let mut memo = vec![cfi::Probe::default(); cfi::PROBE_SLOTS];
+        for pc in pcs.iter().map(|p| CODE - 0x20 + p).chain(pcs.iter().map(|p| CODE - 0x20 + p)) {
+            mem.reads = 0;
+            let plain = cfi::search_range(&mut Reader::new(&mut mem), &h, W8, pc, &mut []);
+            let plain_reads = mem.reads;
+            mem.reads = 0;
+            let memoised = cfi::search_range(&mut Reader::new(&mut mem), &h, W8, pc, &mut memo);
+            prop_assert_eq!(plain, memoised);
+            prop_assert!(mem.reads <= plain_reads);
+            // Again: its first levels are all in the memo.
+            let depth = u64::BITS - n.leading_zeros();
+            mem.reads = 0;
+            let again = cfi::search_range(&mut Reader::new(&mut mem), &h, W8, pc, &mut memo);
+            prop_assert_eq!(plain, again);
+            if depth > cfi::PROBE_LEVELS {
+                prop_assert!(mem.reads + cfi::PROBE_LEVELS <= plain_reads,
+                             "{} reads again, {} without a memo", mem.reads, plain_reads);
+            } else {
+                prop_assert_eq!(mem.reads, 0);
+            }
+        }
+        // Each slot made is the entry the tree puts there.
+        let mut bounds = vec![(0u64, 0u64); cfi::PROBE_SLOTS];
+        bounds[0] = (0, n);
+        for (i, p) in memo.iter().enumerate() {
+            let (lo, hi) = bounds[i];
+            if p.state == cfi::PROBE_NONE {
+                continue;
+            }
+            prop_assert!(lo < hi);
+            let mid = lo + (hi - lo) / 2;
+            prop_assert_eq!(p.start, entry_start(&mem, h.table, mid));
+            for (c, b) in [(2 * i + 1, (lo, mid)), (2 * i + 2, (mid + 1, hi))] {
+                if let Some(s) = bounds.get_mut(c) {
+                    *s = b;
+                }
+            }
+        }
+    }
+}

@@ -41,7 +41,7 @@ impl UserMemory for SelfMem {
 }
 
 /// Compiled rows of an object, as the kernel keeps them.
-type Rows = ObjectRows<Vec<FdeEntry>, Vec<PackedRow>>;
+type Rows = ObjectRows<Vec<FdeEntry>, Vec<PackedRow>, Vec<unwind_logic::cfi::Probe>>;
 
 /// The kernel's way of finding an object's tables, over
 /// `/proc/self/maps`: the mapping of the pc, the same file's mapping of

@@ -44,7 +44,7 @@ use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, UserRegs, W
 use unwind_logic::walk_cases;
 
 /// Compiled rows of an object, as the kernel keeps them (`KVec` there).
-type Rows = ObjectRows<Vec<FdeEntry>, Vec<PackedRow>>;
+type Rows = ObjectRows<Vec<FdeEntry>, Vec<PackedRow>, Vec<unwind_logic::cfi::Probe>>;
 
 /// A reader with no practical bound: the comparisons are about the
 /// tables, not about the read budget (a transient refusal).
@@ -579,6 +579,123 @@ fn real_objects_rows_are_rules_in() {
     assert!(
         failures.is_empty(),
         "rows disagree with rules_in: {failures:?}"
+    );
+}
+
+/// A probe store with no room: rows without the hdr search's memo.
+#[derive(Default)]
+struct NoProbes;
+
+impl unwind_logic::rows::Store<cfi::Probe> for NoProbes {
+    fn items(&self) -> &[cfi::Probe] {
+        &[]
+    }
+    fn items_mut(&mut self) -> &mut [cfi::Probe] {
+        &mut []
+    }
+    fn push(&mut self, _: cfi::Probe) -> bool {
+        false
+    }
+    fn truncate(&mut self, _: usize) {}
+}
+
+/// Counts the reads of an [`Image`].
+struct Counted<'a>(&'a mut Image, u64);
+
+impl UserBytes for Counted<'_> {
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        self.1 += 1;
+        self.0.read_bytes(addr, buf)
+    }
+}
+
+/// The reads of compiling the first FDEs a process meets, in a random
+/// order, with the hdr search's memo ([`cfi::Probe`]) and without: the
+/// same answers, never more reads, and how many fewer (printed: what a
+/// first walk and a program's first seconds pay from the page cache,
+/// where each probe on a new page is a folio lookup).
+#[test]
+fn probe_memo_on_real_objects() {
+    let mut seen = BTreeSet::new();
+    let mut libc = None;
+    for (k, path) in candidates().iter().enumerate() {
+        let Ok(real) = std::fs::canonicalize(path) else {
+            continue;
+        };
+        if !seen.insert(real) {
+            continue;
+        }
+        let Ok(data) = std::fs::read(path) else {
+            continue;
+        };
+        let Ok((file, ws)) = parse_object(&data) else {
+            continue;
+        };
+        let Some(hdr_sec) = file.section_by_name(".eh_frame_hdr") else {
+            continue;
+        };
+        let mut image = Image { segs: Vec::new() };
+        for seg in file.segments() {
+            if let Ok(d) = seg.data() {
+                image.segs.push((seg.address(), d.to_vec()));
+            }
+        }
+        let Ok(h) = cfi::read_hdr(&mut Reader::new(&mut image), hdr_sec.address(), ws) else {
+            continue;
+        };
+        // The first pc of 200 entries at random (a few met twice).
+        let mut rng = Rng(0x5851_f42d_4c95_7f2d ^ k as u64);
+        let starts: Vec<u64> = (0..200)
+            .filter_map(|_| {
+                let i = rng.below(h.count);
+                let mut b = [0u8; 4];
+                image.read_bytes(h.table + 8 * i, &mut b)?;
+                let v = i32::from_le_bytes(b);
+                Some(ws.wrap(h.addr.wrapping_add(v as i64 as u64)))
+            })
+            .collect();
+        let mut memo = Rows::default();
+        let mut plain = ObjectRows::<Vec<FdeEntry>, Vec<PackedRow>, NoProbes>::default();
+        let (mut with, mut without, mut fills) = (0u64, 0u64, 0u64);
+        for &pc in &starts {
+            if memo.lookup(pc).is_some() {
+                assert!(plain.lookup(pc).is_some(), "{path}: {pc:#x}");
+                continue;
+            }
+            let mut m = Counted(&mut image, 0);
+            let a = scratch(|s| memo.fill(&mut Reader::with_limit(&mut m, LOTS), &h, ws, pc, s));
+            let reads_with = m.1;
+            let mut m = Counted(&mut image, 0);
+            let b = scratch(|s| plain.fill(&mut Reader::with_limit(&mut m, LOTS), &h, ws, pc, s));
+            assert_eq!(a, b, "{path}: pc {pc:#x}");
+            assert!(
+                reads_with <= m.1,
+                "{path}: pc {pc:#x}: {reads_with} > {}",
+                m.1
+            );
+            with += reads_with;
+            without += m.1;
+            fills += 1;
+        }
+        assert_eq!(memo.fdes, plain.fdes, "{path}");
+        assert_eq!(memo.rows, plain.rows, "{path}");
+        let per = |n: u64| n as f64 / fills.max(1) as f64;
+        println!(
+            "probe memo: {path}: {} entries, {fills} FDEs compiled: {:.1} reads each with the memo, {:.1} without",
+            h.count,
+            per(with),
+            per(without)
+        );
+        if path.contains("libc.so") && h.count > 1000 {
+            libc = Some((per(with), per(without)));
+        }
+    }
+    // libc's table is thousands of entries: the memo saves most of the
+    // search's first probes.
+    let (with, without) = libc.expect("no libc on this machine");
+    assert!(
+        with + 3.0 < without,
+        "libc: {with:.1} reads a new FDE with the memo, {without:.1} without"
     );
 }
 

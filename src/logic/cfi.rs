@@ -766,18 +766,59 @@ pub fn read_hdr<M: UserBytes>(r: &mut Reader<'_, M>, addr: u64, ws: WordSize) ->
 /// address of the last entry whose start is at or below `pc` (the FDE
 /// itself says whether it covers `pc`).
 pub fn search<M: UserBytes>(r: &mut Reader<'_, M>, h: &Hdr, ws: WordSize, pc: u64) -> Res<u64> {
-    search_range(r, h, ws, pc).map(|(fde, _)| fde)
+    search_range(r, h, ws, pc, &mut []).map(|(fde, _)| fde)
 }
+
+/// Levels of the search's probe tree a [`Probe`] memo of one table keeps:
+/// [`PROBE_SLOTS`] probes, 24 bytes each.  Past them a search of libc's
+/// table (about 3,000 entries) has a window of 47 entries (376 bytes)
+/// left, read in one page.
+pub const PROBE_LEVELS: u32 = 6;
+/// Probes a memo keeps (the first [`PROBE_LEVELS`] levels of the tree).
+pub const PROBE_SLOTS: usize = (1 << PROBE_LEVELS) - 1;
+
+/// One probe of [`search_range`] remembered: the start of the table entry
+/// it read, and its FDE's address if it was read too (only a probe whose
+/// start is at or below the pc reads it).
+///
+/// The search's probes form a tree: its first probe is always the same
+/// entry (the middle), its second one of two, and so on; a memo of one
+/// table holds the tree's first levels in breadth-first order (the root
+/// at 0, a probe's two successors at `2i + 1` (the start above the pc)
+/// and `2i + 2`).  What a memoised probe answers is what reading the
+/// entry again would have (the table is not read again: a memo is of
+/// one table, whose bytes are taken to stay, as the rows compiled from
+/// them are), so a search with a memo takes exactly the steps of one
+/// without, on any table, sorted or not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Probe {
+    /// The entry's start.
+    pub start: u64,
+    /// The entry's FDE, if [`Probe::state`] says it was read.
+    pub fde: u64,
+    /// [`PROBE_NONE`], [`PROBE_START`] or [`PROBE_BOTH`].
+    pub state: u8,
+}
+
+/// A [`Probe`] not made yet.
+pub const PROBE_NONE: u8 = 0;
+/// A [`Probe`] whose start was read.
+pub const PROBE_START: u8 = 1;
+/// A [`Probe`] whose start and FDE were read.
+pub const PROBE_BOTH: u8 = 2;
 
 /// [`search`], and the pcs it gives the same answer for: `[from, to)`,
 /// the pcs every probe of the table compares as it compares `pc` (the
 /// starts of the entry found and of the next one, in a sorted table), for
-/// a caller that remembers the answer for a range of pcs.
+/// a caller that remembers the answer for a range of pcs.  `memo` holds
+/// the probes of earlier searches of this table (see [`Probe`]; empty for
+/// none): a probe found there reads nothing, one not found is put there.
 pub fn search_range<M: UserBytes>(
     r: &mut Reader<'_, M>,
     h: &Hdr,
     ws: WordSize,
     pc: u64,
+    memo: &mut [Probe],
 ) -> Res<(u64, (u64, u64))> {
     let enc = h.table_enc;
     let size = fixed_size(enc, ws).ok_or(Refusal::UnsupportedEncoding(Where::Table, enc))?;
@@ -785,6 +826,8 @@ pub fn search_range<M: UserBytes>(
     let (mut lo, mut hi) = (0u64, h.count);
     let mut found = None;
     let (mut from, mut to) = (0u64, u64::MAX);
+    // The probe's place in the tree, while the memo has one.
+    let mut node = 0usize;
     for _ in 0..MAX_PROBES {
         if lo >= hi {
             return found.map(|fde| (fde, (from, to))).ok_or(Refusal::NoFde);
@@ -795,15 +838,44 @@ pub fn search_range<M: UserBytes>(
             .and_then(|o| h.table.checked_add(o))
             .ok_or(Refusal::Malformed(Where::Table))?;
         let mut c = Cursor::new(at, at.saturating_add(entry), Where::Table);
-        let start = read_encoded(&mut c, r, enc, ws, Some(h.addr))?;
+        let slot = memo.get_mut(node);
+        let start = match slot.as_deref() {
+            Some(p) if p.state != PROBE_NONE => {
+                // Where the read would have left the cursor.
+                c.pos = at.saturating_add(u64::from(size));
+                p.start
+            }
+            _ => read_encoded(&mut c, r, enc, ws, Some(h.addr))?,
+        };
         if start <= pc {
-            let fde = read_encoded(&mut c, r, enc, ws, Some(h.addr))?;
+            let fde = match slot.as_deref() {
+                Some(p) if p.state == PROBE_BOTH => p.fde,
+                _ => read_encoded(&mut c, r, enc, ws, Some(h.addr))?,
+            };
+            if let Some(p) = slot {
+                *p = Probe {
+                    start,
+                    fde,
+                    state: PROBE_BOTH,
+                };
+            }
             found = Some(fde);
             from = from.max(start);
             lo = mid + 1;
+            node = node.saturating_mul(2).saturating_add(2);
         } else {
+            if let Some(p) = slot {
+                if p.state == PROBE_NONE {
+                    *p = Probe {
+                        start,
+                        fde: 0,
+                        state: PROBE_START,
+                    };
+                }
+            }
             to = to.min(start);
             hi = mid;
+            node = node.saturating_mul(2).saturating_add(1);
         }
     }
     if lo >= hi {

@@ -454,16 +454,26 @@ pub trait Store<T> {
     fn push(&mut self, v: T) -> bool;
     /// Keep the first `n` items.
     fn truncate(&mut self, n: usize);
+    /// Make room for `n` more items at once; `false` if there is none.
+    fn reserve(&mut self, _n: usize) -> bool {
+        true
+    }
 }
 
 /// The compiled rows of one object: its FDEs met so far, sorted by first
-/// pc, and their rows.
+/// pc, and their rows; and the probes of its `.eh_frame_hdr` table made
+/// so far.  One object's: [`ObjectRows::fill`] is given the same hdr
+/// every time.
 #[derive(Default)]
-pub struct ObjectRows<F, R> {
+pub struct ObjectRows<F, R, P> {
     /// The FDEs compiled, sorted by `begin`.
     pub fdes: F,
     /// Their rows, each FDE's in order of `start`.
     pub rows: R,
+    /// The memo of the hdr search's first probes ([`cfi::Probe`]): empty,
+    /// or [`cfi::PROBE_SLOTS`] of them once a search of a table of more
+    /// entries than that is made.
+    pub probes: P,
 }
 
 /// What a lookup found: the row and whether its FDE is a signal frame's.
@@ -735,7 +745,7 @@ impl<R: Store<PackedRow>> cfi::RowSink for Collect<'_, R> {
     }
 }
 
-impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
+impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F, R, P> {
     /// The compiled row for `pc`, if its FDE (or its absence) has been
     /// compiled.
     #[inline]
@@ -770,7 +780,19 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
         pc: u64,
         scratch: &mut cfi::Scratch,
     ) -> Result<Found, Refusal> {
-        let fde = cfi::search_range(r, hdr, ws, pc)
+        if self.probes.items().is_empty()
+            && hdr.count > cfi::PROBE_SLOTS as u64
+            && self.probes.reserve(cfi::PROBE_SLOTS)
+        {
+            for _ in 0..cfi::PROBE_SLOTS {
+                if !self.probes.push(cfi::Probe::default()) {
+                    // No memo: each search reads all its probes.
+                    self.probes.truncate(0);
+                    break;
+                }
+            }
+        }
+        let fde = cfi::search_range(r, hdr, ws, pc, self.probes.items_mut())
             .and_then(|(at, found)| Ok((cfi::read_fde(r, hdr.eh_frame, at, ws)?, found)));
         let what = match fde {
             Ok((fde, found)) if fde.pc_begin <= pc && pc < fde.pc_end => FdeOrNone::Fde(fde, found),
@@ -883,8 +905,10 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>> ObjectRows<F, R> {
         self.rows.truncate(first + n);
     }
 
-    /// Bytes of the two stores' items.
+    /// Bytes of the three stores' items.
     pub fn bytes(&self) -> usize {
-        core::mem::size_of_val(self.fdes.items()) + core::mem::size_of_val(self.rows.items())
+        core::mem::size_of_val(self.fdes.items())
+            + core::mem::size_of_val(self.rows.items())
+            + core::mem::size_of_val(self.probes.items())
     }
 }
