@@ -265,7 +265,7 @@ fn is_vdso(mm: &MmWithUser, start: usize) -> bool {
 /// not found for it; an inode freed and its number given to another file
 /// would need the same generation, change time to the nanosecond and size
 /// to be taken for it.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct FileKey {
     dev: u64,
     ino: u64,
@@ -446,6 +446,9 @@ impl Drop for FileUse {
 }
 
 kernel::sync::global_lock! {
+    // Sorted by key and word size: found by binary search (an idle
+    // machine's registry holds every file profiled until the cap or the
+    // shrinker drops it).
     // SAFETY: Initialised by `files_init()` (an initcall) before
     // `FILES_READY` is set, and used only when it is.
     unsafe(uninit) static FILES: Mutex<KVec<Arc<FileRows>>> = KVec::new();
@@ -497,15 +500,16 @@ fn file_rows<M: UserBytes>(
         return None;
     }
     let key = FileKey::of(file)?;
+    // The entry's place in the sorted registry: found, or where it goes.
     let find = |files: &KVec<Arc<FileRows>>| {
-        files
-            .iter()
-            .find(|f| f.key == key && f.ws == ws)
-            .map(FileUse::new)
+        files.binary_search_by(|f| (f.key, f.ws.bytes()).cmp(&(key, ws.bytes())))
     };
-    if let Some(u) = find(&FILES.lock()) {
-        *found = found.saturating_add(1);
-        return Some(u);
+    {
+        let files = FILES.lock();
+        if let Some(f) = find(&files).ok().and_then(|i| files.get(i)) {
+            *found = found.saturating_add(1);
+            return Some(FileUse::new(f));
+        }
     }
     // On the heap: not in the frames of the lookup's path.
     let mut layout = KBox::init(elf::Layout::init_zeroed(), GFP_KERNEL_ACCOUNT).ok()?;
@@ -529,13 +533,21 @@ fn file_rows<M: UserBytes>(
     };
     let new = new_file_rows(key, ws, layout, hdr?)?;
     let mut files = FILES.lock();
-    // Another walk may have added it meanwhile: `new` is dropped.
-    if let Some(u) = find(&files) {
-        *found = found.saturating_add(1);
-        return Some(u);
-    }
+    let at = match find(&files) {
+        // Another walk added it meanwhile: `new` is dropped.
+        Ok(i) => {
+            let f = files.get(i)?;
+            *found = found.saturating_add(1);
+            return Some(FileUse::new(f));
+        }
+        Err(at) => at,
+    };
     // May reclaim, and so call the shrinker, which only try-locks `FILES`.
     files.push(new.clone(), GFP_KERNEL_ACCOUNT).ok()?;
+    // Sorted insertion: the new entry moves down to its place.
+    if let Some(tail) = files.get_mut(at..) {
+        tail.rotate_right(1);
+    }
     Some(FileUse::new(&new))
 }
 
