@@ -207,6 +207,11 @@ struct Object {
     /// files whose page cache cannot be read, sharing switched off).
     shared: Option<FileUse>,
     rows: Rows,
+    /// The word size of the walk that found it: its tables were located,
+    /// and its rows are compiled, at this word size only (a 64-bit task
+    /// can run 32-bit code, and its rows must not go into a file's rows
+    /// that other processes use).
+    ws: WordSize,
 }
 
 impl Object {
@@ -1014,6 +1019,7 @@ impl<'a> TaskTables<'a> {
             base: base.unwrap_or(0) as u64,
             shared,
             rows: Rows::default(),
+            ws,
         };
         let bytes = object.bytes();
         g.objects.insert_within_capacity(at, object).ok()?;
@@ -1089,6 +1095,9 @@ impl Tables for TaskTables<'_> {
         let g: &mut Inner = self.inner.as_mut()?;
         let o = g.objects.get(i)?;
         let hdr = o.hdr?;
+        if o.ws != ws {
+            return Some(Err(Cause::NoTable));
+        }
         if let (Some(u), Some(file)) = (&o.shared, &o.file) {
             // The file's rows, at offsets from the object's base.
             let f = &*u.0;
