@@ -207,11 +207,6 @@ struct Object {
     /// files whose page cache cannot be read, sharing switched off).
     shared: Option<FileUse>,
     rows: Rows,
-    /// The word size of the walk that found it: its tables were located,
-    /// and its rows are compiled, at this word size only (a 64-bit task
-    /// can run 32-bit code, and its rows must not go into a file's rows
-    /// that other processes use).
-    ws: WordSize,
 }
 
 impl Object {
@@ -651,6 +646,12 @@ struct Inner {
     memo: Option<KBox<PcMemo>>,
     /// Whether a table walk of the mm has begun before.
     walked: bool,
+    /// The word size of the walks its objects were found by: their tables
+    /// were located, and their rows are compiled, at it only.  A 64-bit
+    /// task can run 32-bit code: a walk of the other word size drops the
+    /// objects first, so that no rows of the other register numbering go
+    /// into a file's rows that other processes use.
+    ws: Option<WordSize>,
     /// The interpreter's state while it compiles an FDE (880 bytes, off
     /// the kernel stack; used under the mutex, so one per mm is enough),
     /// allocated at the mm's first compilation.
@@ -750,6 +751,7 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
                     bytes: 0,
                     memo: None,
                     walked: false,
+                    ws: None,
                     scratch: None,
                 }),
                 // SAFETY: `p` points to the field, at its final place.
@@ -881,8 +883,8 @@ pub(crate) struct TaskTables<'a> {
 
 impl<'a> TaskTables<'a> {
     /// The tables of `mm`, the address space of current, checked against
-    /// its mappings.
-    pub(crate) fn new(mm: &'a MmWithUser) -> Self {
+    /// its mappings, for a walk of word size `ws`.
+    pub(crate) fn new(mm: &'a MmWithUser, ws: WordSize) -> Self {
         let mut t = TaskTables {
             mm,
             inner: mm_tables(mm).map(|c| c.inner.lock()),
@@ -903,6 +905,12 @@ impl<'a> TaskTables<'a> {
                 g.memo = KBox::init(PcMemo::init_zeroed(), GFP_KERNEL_ACCOUNT).ok();
             }
             g.walked = true;
+            if g.ws != Some(ws) {
+                if g.ws.is_some() {
+                    g.retain(|_| false);
+                }
+                g.ws = Some(ws);
+            }
         }
         t.validate();
         t
@@ -1019,7 +1027,6 @@ impl<'a> TaskTables<'a> {
             base: base.unwrap_or(0) as u64,
             shared,
             rows: Rows::default(),
-            ws,
         };
         let bytes = object.bytes();
         g.objects.insert_within_capacity(at, object).ok()?;
@@ -1095,9 +1102,6 @@ impl Tables for TaskTables<'_> {
         let g: &mut Inner = self.inner.as_mut()?;
         let o = g.objects.get(i)?;
         let hdr = o.hdr?;
-        if o.ws != ws {
-            return Some(Err(Cause::NoTable));
-        }
         if let (Some(u), Some(file)) = (&o.shared, &o.file) {
             // The file's rows, at offsets from the object's base.
             let f = &*u.0;

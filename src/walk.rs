@@ -127,7 +127,7 @@ pub(crate) fn unwind_current_faultable(
     #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
     if crate::tables::enabled() && !out.is_empty() {
         if let (Some(regs), Some(mm)) = (current_regs(), task.mm()) {
-            let mut tables = crate::tables::TaskTables::new(mm);
+            let mut tables = crate::tables::TaskTables::new(mm, regs.ws);
             let mut stats = rules::TableStats::default();
             let (n, stop) =
                 rules::walk_tables(&regs, &mut CurrentUserMemory, &mut tables, out, &mut stats);

@@ -1541,26 +1541,23 @@ proptest! {
                 prop_assert_eq!(mem.reads, 0);
             }
         }
-        // Each probe known is the entry the tree puts there.
-        let state = memo[0];
-        let mut bounds = vec![(0u64, 0u64); cfi::PROBE_NODES];
+        // Each slot made is the entry the tree puts there.
+        let mut bounds = vec![(0u64, 0u64); cfi::PROBE_SLOTS];
         bounds[0] = (0, n);
-        for i in 0..cfi::PROBE_NODES {
+        for (i, p) in memo.iter().enumerate() {
             let (lo, hi) = bounds[i];
-            if state.start >> i & 1 == 0 {
-                prop_assert_eq!(state.fde >> i & 1, 0);
+            if p.state == cfi::PROBE_NONE {
                 continue;
             }
             prop_assert!(lo < hi);
             let mid = lo + (hi - lo) / 2;
-            prop_assert_eq!(memo[i + 1].start, entry_start(&mem, h.table, mid));
+            prop_assert_eq!(p.start, entry_start(&mem, h.table, mid));
             for (c, b) in [(2 * i + 1, (lo, mid)), (2 * i + 2, (mid + 1, hi))] {
                 if let Some(s) = bounds.get_mut(c) {
                     *s = b;
                 }
             }
         }
-        prop_assert_eq!(state.start >> cfi::PROBE_NODES, 0);
     }
 }
 

@@ -769,39 +769,47 @@ pub fn search<M: UserBytes>(r: &mut Reader<'_, M>, h: &Hdr, ws: WordSize, pc: u6
     search_range(r, h, ws, pc, &mut []).map(|(fde, _)| fde)
 }
 
-/// Levels of the search's probe tree a memo of one table keeps
-/// ([`Probe`]): past them a search of libc's table (about 3,700 entries)
-/// has a window of 58 entries (464 bytes) left, read on one page.
+/// Levels of the search's probe tree a [`Probe`] memo of one table keeps:
+/// [`PROBE_SLOTS`] probes, 24 bytes each.  Past them a search of libc's
+/// table (about 3,000 entries) has a window of 47 entries (376 bytes)
+/// left, read in one page.
 pub const PROBE_LEVELS: u32 = 6;
-/// Probes a memo keeps: the tree's first [`PROBE_LEVELS`] levels.
-pub const PROBE_NODES: usize = (1 << PROBE_LEVELS) - 1;
-/// Slots of a memo: its state, then one a probe (16 bytes each: 1 KiB).
-pub const PROBE_SLOTS: usize = PROBE_NODES + 1;
+/// Probes a memo keeps (the first [`PROBE_LEVELS`] levels of the tree).
+pub const PROBE_SLOTS: usize = (1 << PROBE_LEVELS) - 1;
 
-/// A slot of a memo of [`search_range`]'s probes of one table.
+/// One probe of [`search_range`] remembered: the start of the table entry
+/// it read, and its FDE's address if it was read too (only a probe whose
+/// start is at or below the pc reads it).
 ///
 /// The search's probes form a tree: its first probe is always the same
-/// entry (the middle), its second one of two, and so on.  A memo holds
-/// the tree's first levels in breadth-first order, probe `i` in slot
-/// `i + 1` (the root's in slot 1; probe `i`'s successors are probes
-/// `2i + 1`, taken when the entry's start is above the pc, and `2i + 2`):
-/// the entry's start, and its FDE's address (read only by a probe whose
-/// start is at or below the pc).  Slot 0 is the memo's state: bit `i` of
-/// its `start` says probe `i`'s start is known, of its `fde` that its
-/// FDE is.  All zeroes is an empty memo.
-///
-/// A memoised probe answers what reading its entry again would have
-/// (a memo is of one table, read at one word size, whose bytes are taken
-/// to stay, as the rows compiled from them are), so a search with a memo
-/// takes the steps of one without, on any table, sorted or not, and
-/// reads a subset of its reads: given those reads, the same answer.
+/// entry (the middle), its second one of two, and so on; a memo of one
+/// table holds the tree's first levels in breadth-first order (the root
+/// at 0, a probe's two successors at `2i + 1` (the start above the pc)
+/// and `2i + 2`).  What a memoised probe answers is what reading the
+/// entry again would have (the table is not read again: a memo is of
+/// one table, read at one word size, whose bytes are taken to stay, as
+/// the rows compiled from them are), so a search with a memo takes the
+/// steps of one without, on any table, sorted or not, and reads a
+/// subset of its reads: given those reads, the same answer.  (24 bytes
+/// a probe, 1,512 in a 2 KiB allocation: a 16-byte layout with the
+/// states as bits in a slot of their own measured 620 instructions more
+/// on a shared first walk, 2026-11-28, for reasons not found.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Probe {
-    /// The entry's start (slot 0: which starts are known).
+    /// The entry's start.
     pub start: u64,
-    /// The entry's FDE (slot 0: which FDEs are known).
+    /// The entry's FDE, if [`Probe::state`] says it was read.
     pub fde: u64,
+    /// [`PROBE_NONE`], [`PROBE_START`] or [`PROBE_BOTH`].
+    pub state: u8,
 }
+
+/// A [`Probe`] not made yet.
+pub const PROBE_NONE: u8 = 0;
+/// A [`Probe`] whose start was read.
+pub const PROBE_START: u8 = 1;
+/// A [`Probe`] whose start and FDE were read.
+pub const PROBE_BOTH: u8 = 2;
 
 /// [`search`], and the pcs it gives the same answer for: `[from, to)`,
 /// the pcs every probe of the table compares as it compares `pc` (the
@@ -822,22 +830,11 @@ pub fn search_range<M: UserBytes>(
     let (mut lo, mut hi) = (0u64, h.count);
     let mut found = None;
     let (mut from, mut to) = (0u64, u64::MAX);
-    let (state, probes) = match memo.split_first_mut() {
-        // At most PROBE_NODES probes: one state bit each.
-        Some((state, probes)) => {
-            let n = probes.len().min(PROBE_NODES);
-            (Some(state), probes.get_mut(..n).unwrap_or_default())
-        }
-        None => (None, &mut [][..]),
-    };
-    // The state is written back at the end: a search that fails midway
-    // may have written slots, but sets no bit for them.
-    let mut known = state.as_deref().map_or(Probe::default(), |s| *s);
     // The probe's place in the tree, while the memo has one.
     let mut node = 0usize;
     for _ in 0..MAX_PROBES {
         if lo >= hi {
-            break;
+            return found.map(|fde| (fde, (from, to))).ok_or(Refusal::NoFde);
         }
         let mid = lo + (hi - lo) / 2;
         let at = mid
@@ -845,15 +842,9 @@ pub fn search_range<M: UserBytes>(
             .and_then(|o| h.table.checked_add(o))
             .ok_or(Refusal::Malformed(Where::Table))?;
         let mut c = Cursor::new(at, at.saturating_add(entry), Where::Table);
-        // The probe's slot and state bit, if the memo holds it.
-        let slot = probes.get_mut(node);
-        let bit = match slot {
-            // `node` < PROBE_NODES < 64 here.
-            Some(_) => 1u64 << (node % 64),
-            None => 0,
-        };
-        let start = match &slot {
-            Some(p) if known.start & bit != 0 => {
+        let slot = memo.get_mut(node);
+        let start = match slot.as_deref() {
+            Some(p) if p.state != PROBE_NONE => {
                 // Where the read would have left the cursor.
                 c.pos = at.saturating_add(u64::from(size));
                 p.start
@@ -861,14 +852,16 @@ pub fn search_range<M: UserBytes>(
             _ => read_encoded(&mut c, r, enc, ws, Some(h.addr))?,
         };
         if start <= pc {
-            let fde = match &slot {
-                Some(p) if known.fde & bit != 0 => p.fde,
+            let fde = match slot.as_deref() {
+                Some(p) if p.state == PROBE_BOTH => p.fde,
                 _ => read_encoded(&mut c, r, enc, ws, Some(h.addr))?,
             };
             if let Some(p) = slot {
-                *p = Probe { start, fde };
-                known.start |= bit;
-                known.fde |= bit;
+                *p = Probe {
+                    start,
+                    fde,
+                    state: PROBE_BOTH,
+                };
             }
             found = Some(fde);
             from = from.max(start);
@@ -876,16 +869,18 @@ pub fn search_range<M: UserBytes>(
             node = node.saturating_mul(2).saturating_add(2);
         } else {
             if let Some(p) = slot {
-                p.start = start;
-                known.start |= bit;
+                if p.state == PROBE_NONE {
+                    *p = Probe {
+                        start,
+                        fde: 0,
+                        state: PROBE_START,
+                    };
+                }
             }
             to = to.min(start);
             hi = mid;
             node = node.saturating_mul(2).saturating_add(1);
         }
-    }
-    if let Some(s) = state {
-        *s = known;
     }
     if lo >= hi {
         return found.map(|fde| (fde, (from, to))).ok_or(Refusal::NoFde);

@@ -471,8 +471,8 @@ pub struct ObjectRows<F, R, P> {
     /// Their rows, each FDE's in order of `start`.
     pub rows: R,
     /// The memo of the hdr search's first probes ([`cfi::Probe`]): empty,
-    /// or [`cfi::PROBE_SLOTS`] slots once a search of a table of more
-    /// than [`cfi::PROBE_NODES`] entries is made.
+    /// or [`cfi::PROBE_SLOTS`] of them once a search of a table of more
+    /// entries than that is made.
     pub probes: P,
 }
 
@@ -781,7 +781,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         scratch: &mut cfi::Scratch,
     ) -> Result<Found, Refusal> {
         if self.probes.items().is_empty()
-            && hdr.count > cfi::PROBE_NODES as u64
+            && hdr.count > cfi::PROBE_SLOTS as u64
             && self.probes.reserve(cfi::PROBE_SLOTS)
         {
             for _ in 0..cfi::PROBE_SLOTS {
