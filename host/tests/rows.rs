@@ -264,6 +264,17 @@ struct Tally {
     mismatches: Vec<String>,
 }
 
+/// The loaded image of an object: its segments at their link-time
+/// addresses.
+fn image_of(file: &object::File<'_>) -> Result<Image, String> {
+    let mut image = Image { segs: Vec::new() };
+    for seg in file.segments() {
+        let d = seg.data().map_err(|e| e.to_string())?;
+        image.segs.push((seg.address(), d.to_vec()));
+    }
+    Ok(image)
+}
+
 /// An x86 ELF object and the word size of its class.
 fn parse_object(data: &[u8]) -> Result<(object::File<'_>, WordSize), String> {
     let file = object::File::parse(data).map_err(|e| format!("not ELF: {e}"))?;
@@ -283,11 +294,7 @@ fn check_object(path: &str, seed: u64) -> Result<Tally, String> {
         .ok_or("no .eh_frame_hdr")?;
     let ehf = file.section_by_name(".eh_frame").ok_or("no .eh_frame")?;
     let ehf_data = ehf.data().map_err(|e| e.to_string())?;
-    let mut image = Image { segs: Vec::new() };
-    for seg in file.segments() {
-        let d = seg.data().map_err(|e| e.to_string())?;
-        image.segs.push((seg.address(), d.to_vec()));
-    }
+    let mut image = image_of(&file)?;
     let h = cfi::read_hdr(&mut Reader::new(&mut image), hdr_sec.address(), ws)
         .map_err(|e| format!("hdr: {e:?}"))?;
     if h.table_enc != 0x3b {
@@ -634,12 +641,9 @@ fn probe_memo_on_real_objects() {
         let Some(hdr_sec) = file.section_by_name(".eh_frame_hdr") else {
             continue;
         };
-        let mut image = Image { segs: Vec::new() };
-        for seg in file.segments() {
-            if let Ok(d) = seg.data() {
-                image.segs.push((seg.address(), d.to_vec()));
-            }
-        }
+        let Ok(mut image) = image_of(&file) else {
+            continue;
+        };
         let Ok(h) = cfi::read_hdr(&mut Reader::new(&mut image), hdr_sec.address(), ws) else {
             continue;
         };

@@ -771,8 +771,8 @@ pub fn search<M: UserBytes>(r: &mut Reader<'_, M>, h: &Hdr, ws: WordSize, pc: u6
 
 /// Levels of the search's probe tree a [`Probe`] memo of one table keeps:
 /// [`PROBE_SLOTS`] probes, 24 bytes each.  Past them a search of libc's
-/// table (about 3,000 entries) has a window of 47 entries (376 bytes)
-/// left, read in one page.
+/// table (3,713 entries) has a window of 58 entries (464 bytes) left,
+/// read in one page.
 pub const PROBE_LEVELS: u32 = 6;
 /// Probes a memo keeps (the first [`PROBE_LEVELS`] levels of the tree).
 pub const PROBE_SLOTS: usize = (1 << PROBE_LEVELS) - 1;
