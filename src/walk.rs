@@ -126,13 +126,18 @@ pub(crate) fn unwind_current_faultable(
 ) -> (usize, Option<Stop>) {
     #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
     if crate::tables::enabled() && !out.is_empty() {
-        if let (Some(regs), Some(mm)) = (current_regs(), task.mm()) {
-            let mut tables = crate::tables::TaskTables::new(mm, regs.ws);
-            let mut stats = rules::TableStats::default();
-            let (n, stop) =
-                rules::walk_tables(&regs, &mut CurrentUserMemory, &mut tables, out, &mut stats);
-            tables.account(&stats, stop);
-            return (n, Some(stop));
+        // Nested, not a tuple: the tuple's `Option<UserRegs>` was a copy
+        // of `current_regs()`'s, two copies (256 bytes) on the stack under
+        // the walk.
+        if let Some(mm) = task.mm() {
+            if let Some(regs) = &current_regs() {
+                let mut tables = crate::tables::TaskTables::new(mm, regs.ws);
+                let mut stats = rules::TableStats::default();
+                let (n, stop) =
+                    rules::walk_tables(regs, &mut CurrentUserMemory, &mut tables, out, &mut stats);
+                tables.account(&stats, stop);
+                return (n, Some(stop));
+            }
         }
     }
     let _ = task;
