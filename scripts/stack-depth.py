@@ -86,8 +86,9 @@ INDIRECT = [
     # The interpreter's row sink (`&mut dyn RowSink`, its only dyn), in
     # whichever of its functions the build inlined the call into (with its
     # state in `cfi::Scratch`, `compile` is small enough to be inlined
-    # into `ObjectRows::insert` or `fill`).
-    (r'unwind_rust::logic::cfi::compile::<.*>|<unwind_rust::logic::cfi::Interp>::.*'
+    # into `ObjectRows::insert` or `fill`; the rows' compile is
+    # `compile_read`, the FDE in the scratch).
+    (r'unwind_rust::logic::cfi::compile(_read)?::<.*>|<unwind_rust::logic::cfi::Interp>::.*'
      r'|<unwind_rust::logic::rows::ObjectRows<.*>>::(fill|insert)::<.*>',
      r'<.* as unwind_rust::logic::cfi::RowSink>::row'),
     # elf::scan reads words through the ELF class's fn pointers (inlined

@@ -686,6 +686,22 @@ fn scratch_of(s: &mut Option<KBox<Scratch>>) -> Result<&mut Scratch, Cause> {
 }
 
 impl Inner {
+    /// Add `object` in its place; its index.  Out of line, and given the
+    /// object by value where it is made: the object is in this frame, not
+    /// in [`TaskTables::add_object`]'s, over the lookups' reads.
+    #[inline(never)]
+    fn insert(&mut self, object: Object) -> Option<usize> {
+        let (start, end) = (object.start, object.end);
+        // What overlaps it is stale (the mappings changed during the walk).
+        self.retain(|o| o.end <= start || o.start >= end);
+        let at = self.objects.partition_point(|o| o.start < start);
+        self.objects.reserve(1, GFP_KERNEL_ACCOUNT).ok()?;
+        let bytes = object.bytes();
+        self.objects.insert_within_capacity(at, object).ok()?;
+        self.add_bytes(0, bytes);
+        Some(at)
+    }
+
     fn memo_clear(&mut self) {
         if let Some(m) = self.memo.as_mut() {
             m.clear();
@@ -1013,11 +1029,7 @@ impl<'a> TaskTables<'a> {
             }
         };
         let g = self.inner.as_mut()?;
-        // What overlaps it is stale (the mappings changed during the walk).
-        g.retain(|o| o.end <= start || o.start >= end);
-        let at = g.objects.partition_point(|o| o.start < start);
-        g.objects.reserve(1, GFP_KERNEL_ACCOUNT).ok()?;
-        let object = Object {
+        g.insert(Object {
             start,
             end,
             file,
@@ -1027,11 +1039,7 @@ impl<'a> TaskTables<'a> {
             base: base.unwrap_or(0) as u64,
             shared,
             rows: Rows::default(),
-        };
-        let bytes = object.bytes();
-        g.objects.insert_within_capacity(at, object).ok()?;
-        g.add_bytes(0, bytes);
-        Some(at)
+        })
     }
 
     /// Count this walk's outcome (`stats`, the lookups, how it ended).

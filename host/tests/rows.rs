@@ -227,7 +227,7 @@ impl UserBytes for Image {
 struct Locs(Vec<u64>);
 
 impl RowSink for Locs {
-    fn row(&mut self, loc: u64, _row: Result<Row, Refusal>) -> Result<(), Refusal> {
+    fn row(&mut self, loc: u64, _row: Result<&Row, Refusal>) -> Result<(), Refusal> {
         self.0.push(loc);
         Ok(())
     }
@@ -2146,8 +2146,8 @@ fn object_of(ws: WordSize, fdes: &[(i64, u64, usize, Vec<Insn>)]) -> (Obj, u64) 
 struct Collect(Vec<(u64, Result<Row, Refusal>)>);
 
 impl RowSink for Collect {
-    fn row(&mut self, loc: u64, row: Result<Row, Refusal>) -> Result<(), Refusal> {
-        self.0.push((loc, row));
+    fn row(&mut self, loc: u64, row: Result<&Row, Refusal>) -> Result<(), Refusal> {
+        self.0.push((loc, row.copied()));
         Ok(())
     }
 }

@@ -65,8 +65,19 @@
 
 use super::word::WordSize;
 
-/// Bytes fetched per read of a CIE or FDE (the read buffer on the stack).
+/// Bytes fetched at most per read: the interpreter's window over a CIE's
+/// or an FDE's instructions (in its [`Scratch`], off the stack).
 pub const WINDOW: usize = 128;
+
+/// The window of [`read_hdr`]: the hdr's fields (at most 24 bytes).
+const HDR_WINDOW: usize = 24;
+/// The window of a search's probe: one table entry (at most 16 bytes).
+const ENTRY_WINDOW: usize = 16;
+/// The window of [`read_fde`]'s FDE and CIE fields (not their
+/// instructions, which the interpreter reads): an FDE's are at most 29
+/// bytes after its length, a usual CIE's about 30 (a CIE with more
+/// augmentation data takes another read).
+const ENTRY_FIELDS_WINDOW: usize = 64;
 /// Reads of user memory per [`step`].
 pub const MAX_READS: u32 = 256;
 /// Probes of the binary search in the hdr table (enough for 2^64 entries).
@@ -497,12 +508,15 @@ impl<M: UserBytes> UserBytes for Reader<'_, M> {
     }
 }
 
-/// A bounded region of user memory read front to back through a window.
-struct Cursor {
+/// A bounded region of user memory read front to back through a window,
+/// the caller's: sized to what the reader reads (an hdr, a table entry,
+/// an FDE's or a CIE's fields) on the stack, and for the interpreter's
+/// instructions [`WINDOW`] bytes in its [`Scratch`].
+struct Cursor<'w> {
     pos: u64,
     end: u64,
     at: Where,
-    win: [u8; WINDOW],
+    win: &'w mut [u8],
     win_addr: u64,
     win_len: usize,
     /// Bytes fetched at most per read (<= WINDOW).
@@ -511,16 +525,17 @@ struct Cursor {
 
 const PAGE: u64 = 4096;
 
-impl Cursor {
-    fn new(pos: u64, end: u64, at: Where) -> Self {
+impl<'w> Cursor<'w> {
+    fn new(win: &'w mut [u8], pos: u64, end: u64, at: Where) -> Self {
+        let chunk = win.len().min(WINDOW) as u64;
         Cursor {
             pos,
             end,
             at,
-            win: [0; WINDOW],
+            win,
             win_addr: 0,
             win_len: 0,
-            chunk: WINDOW as u64,
+            chunk,
         }
     }
 
@@ -669,7 +684,7 @@ fn fixed_size(enc: u8, ws: WordSize) -> Option<u32> {
 
 /// Read a value in `enc`'s format only (no application): FDE ranges.
 fn read_format<M: UserBytes>(
-    c: &mut Cursor,
+    c: &mut Cursor<'_>,
     r: &mut Reader<'_, M>,
     enc: u8,
     ws: WordSize,
@@ -694,7 +709,7 @@ fn read_format<M: UserBytes>(
 /// Read an encoded pointer.  `datarel` is the base of `DW_EH_PE_datarel`
 /// (the hdr), `None` where it is not supported.
 fn read_encoded<M: UserBytes>(
-    c: &mut Cursor,
+    c: &mut Cursor<'_>,
     r: &mut Reader<'_, M>,
     enc: u8,
     ws: WordSize,
@@ -734,7 +749,8 @@ pub struct Hdr {
 pub fn read_hdr<M: UserBytes>(r: &mut Reader<'_, M>, addr: u64, ws: WordSize) -> Res<Hdr> {
     // Version, three encodings, two pointers of at most 10 bytes each;
     // nothing past them is read (the hdr may end there).
-    let mut c = Cursor::new(addr, addr.saturating_add(24), Where::Hdr);
+    let mut win = [0; HDR_WINDOW];
+    let mut c = Cursor::new(&mut win, addr, addr.saturating_add(24), Where::Hdr);
     c.chunk = 4;
     let version = c.u8(r)?;
     if version != 1 {
@@ -832,6 +848,7 @@ pub fn search_range<M: UserBytes>(
     let (mut from, mut to) = (0u64, u64::MAX);
     // The probe's place in the tree, while the memo has one.
     let mut node = 0usize;
+    let mut win = [0; ENTRY_WINDOW];
     for _ in 0..MAX_PROBES {
         if lo >= hi {
             return found.map(|fde| (fde, (from, to))).ok_or(Refusal::NoFde);
@@ -841,7 +858,7 @@ pub fn search_range<M: UserBytes>(
             .checked_mul(entry)
             .and_then(|o| h.table.checked_add(o))
             .ok_or(Refusal::Malformed(Where::Table))?;
-        let mut c = Cursor::new(at, at.saturating_add(entry), Where::Table);
+        let mut c = Cursor::new(&mut win, at, at.saturating_add(entry), Where::Table);
         let slot = memo.get_mut(node);
         let start = match slot.as_deref() {
             Some(p) if p.state != PROBE_NONE => {
@@ -889,7 +906,7 @@ pub fn search_range<M: UserBytes>(
 }
 
 /// Read an entry's length; returns (entry end, 64-bit format).
-fn entry_len<M: UserBytes>(c: &mut Cursor, r: &mut Reader<'_, M>) -> Res<u64> {
+fn entry_len<M: UserBytes>(c: &mut Cursor<'_>, r: &mut Reader<'_, M>) -> Res<u64> {
     let at = c.at;
     let len32 = c.uint(r, 4)?;
     let len = if len32 == 0xffff_ffff {
@@ -910,7 +927,7 @@ fn entry_len<M: UserBytes>(c: &mut Cursor, r: &mut Reader<'_, M>) -> Res<u64> {
 }
 
 /// A parsed FDE with what it needs of its CIE.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Fde {
     /// Address of the FDE.
     pub addr: u64,
@@ -944,10 +961,37 @@ pub fn read_fde<M: UserBytes>(
     addr: u64,
     ws: WordSize,
 ) -> Res<Fde> {
+    let mut fde = Fde::default();
+    read_fde_to(r, eh_frame, addr, ws, &mut fde)?;
+    Ok(fde)
+}
+
+/// [`read_fde`] into `scratch`, for [`compile_read`]: the FDE is not on
+/// the compilation's stack.
+#[inline]
+pub fn read_fde_into<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    eh_frame: u64,
+    addr: u64,
+    ws: WordSize,
+    scratch: &mut Scratch,
+) -> Res<()> {
+    read_fde_to(r, eh_frame, addr, ws, &mut scratch.fde)
+}
+
+/// [`read_fde`] into `out` (left as it was where it fails).
+fn read_fde_to<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    eh_frame: u64,
+    addr: u64,
+    ws: WordSize,
+    out: &mut Fde,
+) -> Res<()> {
     if addr < eh_frame {
         return Err(Refusal::Malformed(Where::Fde));
     }
-    let mut c = Cursor::new(addr, addr.saturating_add(4), Where::Fde);
+    let mut win = [0; ENTRY_FIELDS_WINDOW];
+    let mut c = Cursor::new(&mut win, addr, addr.saturating_add(4), Where::Fde);
     let end = entry_len(&mut c, r)?;
     let id_at = c.pos;
     let id = c.uint(r, 4)?;
@@ -961,7 +1005,8 @@ pub fn read_fde<M: UserBytes>(
         .ok_or(Refusal::Malformed(Where::Fde))?;
 
     // The CIE.
-    let mut k = Cursor::new(cie, cie.saturating_add(4), Where::Cie);
+    let mut cie_win = [0; ENTRY_FIELDS_WINDOW];
+    let mut k = Cursor::new(&mut cie_win, cie, cie.saturating_add(4), Where::Cie);
     let cie_end = entry_len(&mut k, r)?;
     if cie_end > addr {
         return Err(Refusal::Malformed(Where::Cie));
@@ -1053,7 +1098,7 @@ pub fn read_fde<M: UserBytes>(
         let len = c.uleb(r)?;
         c.skip(len)?;
     }
-    Ok(Fde {
+    *out = Fde {
         addr,
         cie,
         pc_begin,
@@ -1065,7 +1110,8 @@ pub fn read_fde<M: UserBytes>(
         signal_frame,
         cie_insns,
         insns: (c.pos, end),
-    })
+    };
+    Ok(())
 }
 
 /// The rule of a register column.
@@ -1367,7 +1413,7 @@ pub trait RowSink {
     /// The rules in effect from `loc` up to the next row's `loc` (or the
     /// FDE's end); `Err`: every pc from `loc` to the FDE's end is refused.
     /// An error returned stops the compilation with it.
-    fn row(&mut self, loc: u64, row: Res<Row>) -> Res<()>;
+    fn row(&mut self, loc: u64, row: Res<&Row>) -> Res<()>;
 }
 
 /// The interpreter's state, in storage its caller keeps: with its
@@ -1378,6 +1424,15 @@ pub trait RowSink {
 /// reads a slot of the remember-state stack only after writing it, so one
 /// `Scratch` serves any number of compilations, one at a time.
 pub struct Scratch {
+    state: State,
+    /// The instructions' read window ([`Cursor`]).
+    win: [u8; WINDOW],
+    /// The FDE [`read_fde_into`] read, which [`compile_read`] compiles.
+    fde: Fde,
+}
+
+/// The interpreter's state proper ([`Scratch`] without the read window).
+struct State {
     arch: Arch,
     ws: WordSize,
     code_align: u64,
@@ -1387,6 +1442,8 @@ pub struct Scratch {
     /// The FDE is a signal frame's ([`Row::fold_sp`]).
     signal: bool,
     row: Row,
+    /// The row given to the sink ([`Interp::emit`]).
+    out: Row,
     initial: Row,
     /// Slots `..depth` are the remembered rows; the others are stale.
     stack: [Row; MAX_STATE_DEPTH],
@@ -1405,6 +1462,31 @@ impl Scratch {
     }
 
     const EMPTY: Scratch = Scratch {
+        state: State::EMPTY,
+        win: [0; WINDOW],
+        fde: Fde {
+            addr: 0,
+            cie: 0,
+            pc_begin: 0,
+            pc_end: 0,
+            code_align: 0,
+            data_align: 0,
+            ra_reg: 0,
+            ptr_enc: 0,
+            signal_frame: false,
+            cie_insns: (0, 0),
+            insns: (0, 0),
+        },
+    };
+
+    /// The FDE [`read_fde_into`] read last.
+    pub fn fde(&self) -> &Fde {
+        &self.fde
+    }
+}
+
+impl State {
+    const EMPTY: State = State {
         arch: Arch::X86_64,
         ws: WordSize::W8,
         code_align: 0,
@@ -1413,6 +1495,7 @@ impl Scratch {
         ptr_enc: 0,
         signal: false,
         row: Row::INITIAL,
+        out: Row::INITIAL,
         initial: Row::INITIAL,
         stack: [Row::INITIAL; MAX_STATE_DEPTH],
         depth: 0,
@@ -1431,22 +1514,24 @@ impl Default for Scratch {
 /// The interpreter: its state ([`Scratch`], the caller's) and where the
 /// rows go.  Its fields are the state's, through `Deref`.
 struct Interp<'s> {
-    st: &'s mut Scratch,
+    st: &'s mut State,
+    /// The read window, lent to each [`Interp::run`]'s cursor.
+    win: Option<&'s mut [u8]>,
     /// [`compile`]: where each row goes as the location advances.
     sink: Option<&'s mut dyn RowSink>,
 }
 
 impl core::ops::Deref for Interp<'_> {
-    type Target = Scratch;
+    type Target = State;
     #[inline(always)]
-    fn deref(&self) -> &Scratch {
+    fn deref(&self) -> &State {
         self.st
     }
 }
 
 impl core::ops::DerefMut for Interp<'_> {
     #[inline(always)]
-    fn deref_mut(&mut self) -> &mut Scratch {
+    fn deref_mut(&mut self) -> &mut State {
         self.st
     }
 }
@@ -1469,9 +1554,17 @@ impl Interp<'_> {
     /// the interpreter and its reads), keeps no row.
     #[inline(never)]
     fn emit_last(&mut self) -> Res<()> {
-        let (at, row) = (self.st.loc, self.out_row());
+        self.emit()
+    }
+
+    /// The current row ([`Interp::out_row`]) to the sink, from `loc`: made
+    /// in the state ([`State::out`]), not on the stack.
+    #[inline(always)]
+    fn emit(&mut self) -> Res<()> {
+        let at = self.st.loc;
+        self.st.out = self.out_row();
         match self.sink.as_deref_mut() {
-            Some(sink) => sink.row(at, Ok(row)),
+            Some(sink) => sink.row(at, Ok(&self.st.out)),
             None => Ok(()),
         }
     }
@@ -1523,10 +1616,7 @@ impl Interp<'_> {
             return Ok(false);
         }
         if loc > self.loc {
-            let (at, row) = (self.st.loc, self.out_row());
-            if let Some(sink) = self.sink.as_deref_mut() {
-                sink.row(at, Ok(row))?;
-            }
+            self.emit()?;
         }
         self.loc = loc;
         Ok(true)
@@ -1551,7 +1641,25 @@ impl Interp<'_> {
         to: u64,
         cie: bool,
     ) -> Res<()> {
-        let mut c = Cursor::new(from, to, Where::Instructions);
+        // The window is the scratch's, not this frame's (the deepest
+        // path's: docs/design.md, "Stack use"), lent to the cursor.
+        let Some(win) = self.win.take() else {
+            return Err(Refusal::Malformed(Where::Instructions));
+        };
+        let mut c = Cursor::new(win, from, to, Where::Instructions);
+        let res = self.run_on(&mut c, r, cie);
+        self.win = Some(c.win);
+        res
+    }
+
+    /// [`Interp::run`]'s loop.
+    #[inline(always)]
+    fn run_on<M: UserBytes>(
+        &mut self,
+        c: &mut Cursor<'_>,
+        r: &mut Reader<'_, M>,
+        cie: bool,
+    ) -> Res<()> {
         // Each instruction is at least one byte; the count is bounded
         // by MAX_OPS for this call and the previous ones together.
         while c.pos < c.end {
@@ -1572,7 +1680,7 @@ impl Interp<'_> {
                     self.restore(low, cie)?;
                     true
                 }
-                _ => self.extended(op, &mut c, r, cie)?,
+                _ => self.extended(op, c, r, cie)?,
             };
             if !go_on {
                 break;
@@ -1600,7 +1708,7 @@ impl Interp<'_> {
     fn extended<M: UserBytes>(
         &mut self,
         op: u8,
-        c: &mut Cursor,
+        c: &mut Cursor<'_>,
         r: &mut Reader<'_, M>,
         cie: bool,
     ) -> Res<bool> {
@@ -1771,7 +1879,8 @@ pub fn row_at<M: UserBytes>(r: &mut Reader<'_, M>, fde: &Fde, ws: WordSize, pc: 
     Interp::check(fde, ws)?;
     // Test-only: a state of its own, on the stack.
     let mut st = Scratch::EMPTY;
-    let mut it = Interp::start(&mut st, fde, ws, pc, None);
+    st.fde = *fde;
+    let mut it = Interp::start(&mut st, ws, pc, None);
     it.run(r, fde.cie_insns.0, fde.cie_insns.1, true)?;
     it.initial = it.row;
     it.depth = 0;
@@ -1795,12 +1904,16 @@ impl<'s> Interp<'s> {
     /// gives the same rows as a new one).
     #[inline(always)]
     fn start(
-        st: &'s mut Scratch,
-        fde: &Fde,
+        scratch: &'s mut Scratch,
         ws: WordSize,
         target: u64,
         sink: Option<&'s mut dyn RowSink>,
     ) -> Self {
+        let Scratch {
+            state: st,
+            win,
+            fde,
+        } = scratch;
         st.arch = Arch::of(ws);
         st.ws = ws;
         st.code_align = fde.code_align;
@@ -1814,7 +1927,11 @@ impl<'s> Interp<'s> {
         st.loc = fde.pc_begin;
         st.target = target;
         st.ops = 0;
-        Interp { st, sink }
+        Interp {
+            st,
+            win: Some(&mut win[..]),
+            sink,
+        }
     }
 }
 
@@ -1845,26 +1962,37 @@ pub fn compile<M: UserBytes>(
     sink: &mut dyn RowSink,
     scratch: &mut Scratch,
 ) -> Res<()> {
-    if fde.pc_end <= fde.pc_begin {
+    scratch.fde = *fde;
+    compile_read(r, ws, sink, scratch)
+}
+
+/// [`compile`] the FDE [`read_fde_into`] read into `scratch`.
+pub fn compile_read<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    ws: WordSize,
+    sink: &mut dyn RowSink,
+    scratch: &mut Scratch,
+) -> Res<()> {
+    let f = &scratch.fde;
+    let (begin, end, cie_insns, insns) = (f.pc_begin, f.pc_end, f.cie_insns, f.insns);
+    if end <= begin {
         return Ok(());
     }
-    let target = fde.pc_end - 1;
-    let (loc, e) = match Interp::check(fde, ws) {
+    let target = end - 1;
+    let (loc, e) = match Interp::check(f, ws) {
         Ok(()) => {
-            let mut it = Interp::start(scratch, fde, ws, target, Some(&mut *sink));
-            let res = it
-                .run(r, fde.cie_insns.0, fde.cie_insns.1, true)
-                .and_then(|()| {
-                    it.initial = it.row;
-                    it.depth = 0;
-                    it.run(r, fde.insns.0, fde.insns.1, false)
-                });
+            let mut it = Interp::start(scratch, ws, target, Some(&mut *sink));
+            let res = it.run(r, cie_insns.0, cie_insns.1, true).and_then(|()| {
+                it.initial = it.row;
+                it.depth = 0;
+                it.run(r, insns.0, insns.1, false)
+            });
             match res {
                 Ok(()) => return it.emit_last(),
                 Err(e) => (it.loc, e),
             }
         }
-        Err(e) => (fde.pc_begin, e),
+        Err(e) => (begin, e),
     };
     if transient(e) {
         return Err(e);

@@ -36,18 +36,16 @@ fn u16_at(b: &[u8], off: usize) -> Option<u64> {
     Some(u64::from(u16::from_le_bytes([*s.first()?, *s.get(1)?])))
 }
 
+// By `try_into`, not `copy_from_slice`: no panic path (with its printk)
+// under the object lookup's frames (docs/design.md, "Stack use").
 fn u32_at(b: &[u8], off: usize) -> Option<u64> {
     let s = b.get(off..off.checked_add(4)?)?;
-    let mut a = [0u8; 4];
-    a.copy_from_slice(s);
-    Some(u64::from(u32::from_le_bytes(a)))
+    Some(u64::from(u32::from_le_bytes(s.try_into().ok()?)))
 }
 
 fn u64_at(b: &[u8], off: usize) -> Option<u64> {
     let s = b.get(off..off.checked_add(8)?)?;
-    let mut a = [0u8; 8];
-    a.copy_from_slice(s);
-    Some(u64::from_le_bytes(a))
+    Some(u64::from_le_bytes(s.try_into().ok()?))
 }
 
 /// The fields of an ELF class: offsets in the ELF header and in a program
@@ -175,8 +173,10 @@ fn scan<M: UserBytes>(
         WordSize::W8 => &ELF64,
         WordSize::W4 => &ELF32,
     };
-    let mut ehdr = [0u8; 64];
-    let ehdr = ehdr.get_mut(..l.ehdr_size)?;
+    // One buffer for the ELF header, then each program header (the
+    // header's fields are read first).
+    let mut buf = [0u8; 64];
+    let ehdr = buf.get_mut(..l.ehdr_size)?;
     mem.read_bytes(base, ehdr)?;
     if ehdr.get(..4)? != b"\x7fELF" || *ehdr.get(4)? != l.class || *ehdr.get(5)? != 1 {
         return None;
@@ -196,8 +196,7 @@ fn scan<M: UserBytes>(
     let mut first_load = None;
     let mut eh_frame = None;
     let mut nr_loads = 0usize;
-    let mut ph = [0u8; 56];
-    let ph = ph.get_mut(..l.phent)?;
+    let ph = buf.get_mut(..l.phent)?;
     for i in 0..phnum {
         let at = base
             .checked_add(phoff)?

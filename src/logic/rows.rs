@@ -43,9 +43,7 @@
 //! ([`MAX_FDE_ROWS`], and the interpreter's own bounds); the caller bounds the whole
 //! (the kernel's per-mm cap).
 
-use super::cfi::{
-    self, Bound, Cause, Cfa, Fde, Hdr, PltCfa, Reader, Refusal, Row, Rule, UserBytes,
-};
+use super::cfi::{self, Bound, Cause, Cfa, Hdr, PltCfa, Reader, Refusal, Row, Rule, UserBytes};
 use super::word::WordSize;
 
 /// Rows of one FDE at most (each row needs an instruction, so
@@ -212,6 +210,13 @@ impl PackedRow {
     /// Pack the outcome of the interpreter for the pcs from `start`,
     /// checked as [`cfi::apply`] checks it.
     pub fn pack(start: u32, row: Result<Row, Refusal>, arch: cfi::Arch) -> Self {
+        Self::pack_ref(start, row.as_ref().map_err(|e| *e), arch)
+    }
+
+    /// [`PackedRow::pack`] from a borrowed row (the row sink's: no copy
+    /// on the compilation's deepest frames).
+    #[inline]
+    pub fn pack_ref(start: u32, row: Result<&Row, Refusal>, arch: cfi::Arch) -> Self {
         let row = match row.and_then(|row| row.check(arch).map(|()| row)) {
             Ok(row) => row,
             Err(e) => return Self::refused(start, e.cause()),
@@ -706,9 +711,10 @@ impl PcMemo {
 
 /// What [`ObjectRows::fill`] remembers for a pc.
 enum FdeOrNone {
-    /// The FDE that covers it, to compile, and the pcs the hdr search
-    /// finds it for ([`cfi::search_range`]).
-    Fde(Fde, (u64, u64)),
+    /// The FDE that covers it, to compile (the scratch's:
+    /// [`cfi::read_fde_into`]), and the pcs the hdr search finds it for
+    /// ([`cfi::search_range`]).
+    Fde((u64, u64)),
     /// No usable FDE: the pc is refused for this reason.
     None(u64, Refusal),
 }
@@ -722,12 +728,12 @@ struct Collect<'a, R: Store<PackedRow>> {
 }
 
 impl<R: Store<PackedRow>> cfi::RowSink for Collect<'_, R> {
-    fn row(&mut self, loc: u64, row: Result<Row, Refusal>) -> Result<(), Refusal> {
+    fn row(&mut self, loc: u64, row: Result<&Row, Refusal>) -> Result<(), Refusal> {
         let start = loc
             .checked_sub(self.begin)
             .and_then(|off| u32::try_from(off).ok())
             .ok_or(Refusal::Bound(Bound::Memory))?;
-        let packed = PackedRow::pack(start, row, self.arch);
+        let packed = PackedRow::pack_ref(start, row, self.arch);
         // Rows whose rules are the same as the previous one's add nothing.
         let len = self.rows.items().len();
         if self.count > 0 {
@@ -792,10 +798,16 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
                 }
             }
         }
-        let fde = cfi::search_range(r, hdr, ws, pc, self.probes.items_mut())
-            .and_then(|(at, found)| Ok((cfi::read_fde(r, hdr.eh_frame, at, ws)?, found)));
+        // The FDE is read into the scratch: not on this frame, which is
+        // on the compilation's path (docs/design.md, "Stack use").
+        let fde =
+            cfi::search_range(r, hdr, ws, pc, self.probes.items_mut()).and_then(|(at, found)| {
+                cfi::read_fde_into(r, hdr.eh_frame, at, ws, scratch).map(|()| found)
+            });
         let what = match fde {
-            Ok((fde, found)) if fde.pc_begin <= pc && pc < fde.pc_end => FdeOrNone::Fde(fde, found),
+            Ok(found) if scratch.fde().pc_begin <= pc && pc < scratch.fde().pc_end => {
+                FdeOrNone::Fde(found)
+            }
             // Remembered as a one-pc range.
             Ok(_) => FdeOrNone::None(pc, Refusal::NoFde),
             Err(e) if cfi::transient(e) => return Err(e),
@@ -817,29 +829,31 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         let first32 = u32::try_from(first).map_err(|_| Refusal::Bound(Bound::Memory))?;
         let arch = cfi::Arch::of(ws);
         let (begin, end, signal) = match fde {
-            FdeOrNone::Fde(fde, (from, to)) => {
-                if fde.pc_end.wrapping_sub(fde.pc_begin) > u64::from(u32::MAX) {
+            FdeOrNone::Fde((from, to)) => {
+                let f = scratch.fde();
+                let (pc_begin, pc_end, signal) = (f.pc_begin, f.pc_end, f.signal_frame);
+                if pc_end.wrapping_sub(pc_begin) > u64::from(u32::MAX) {
                     return Err(Refusal::Bound(Bound::Memory));
                 }
                 let mut sink = Collect {
                     rows: &mut self.rows,
-                    begin: fde.pc_begin,
+                    begin: pc_begin,
                     arch,
                     count: 0,
                 };
-                if let Err(e) = cfi::compile(r, fde, ws, &mut sink, scratch) {
+                if let Err(e) = cfi::compile_read(r, ws, &mut sink, scratch) {
                     self.rows.truncate(first);
                     return Err(e);
                 }
                 // Only the pcs the hdr search finds this FDE for (all of
                 // them, unless FDEs overlap in the table): the others may
                 // be another FDE's.  The range holds the pc filled.
-                let begin = fde.pc_begin.max(*from);
-                let end = fde.pc_end.min(*to);
+                let begin = pc_begin.max(*from);
+                let end = pc_end.min(*to);
                 // Fits: `begin` is in the FDE, whose range does.
-                let skip = (begin - fde.pc_begin) as u32;
+                let skip = (begin - pc_begin) as u32;
                 self.clamp(first, skip, end.saturating_sub(begin));
-                (begin, end, fde.signal_frame)
+                (begin, end, signal)
             }
             FdeOrNone::None(pc, refusal) => {
                 // The last pc has no one-pc range: not remembered.
