@@ -1389,14 +1389,17 @@ pub fn plt_pattern(e: &[u8], arch: Arch) -> Option<PltCfa> {
 
 fn sleb_bytes(e: &[u8]) -> Option<(i64, &[u8])> {
     let mut v = 0u64;
+    // The shift counted as it goes (at most 70: no overflow check, and
+    // no panic path under the interpreter's frames).
+    let mut shift = 0u32;
     for (k, &b) in e.iter().enumerate().take(10) {
-        v |= u64::from(b & 0x7f).checked_shl(7 * k as u32).unwrap_or(0);
+        v |= u64::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
+        shift = shift.wrapping_add(7);
         if b & 0x80 == 0 {
-            let shift = 7 * (k as u32 + 1);
             if shift < 64 && b & 0x40 != 0 {
                 v |= !0u64 << shift;
             }
-            return Some((v as i64, e.get(k + 1..)?));
+            return Some((v as i64, e.get(k.wrapping_add(1)..)?));
         }
     }
     None
@@ -1705,6 +1708,68 @@ impl Interp<'_> {
         Ok(())
     }
 
+    /// `DW_CFA_def_cfa_expression`: the patterns the walk knows, else an
+    /// expression it does not evaluate.  Out of line, as
+    /// [`Interp::reg_expression`]: the expression's bytes are not in
+    /// [`Interp::extended`]'s frame, which is on the compilation's deepest
+    /// path (docs/design.md, "Stack use").
+    #[inline(never)]
+    fn cfa_expression<M: UserBytes>(
+        &mut self,
+        c: &mut Cursor<'_>,
+        r: &mut Reader<'_, M>,
+    ) -> Res<()> {
+        let len = c.uleb(r)?;
+        let e = c.expression(r, len)?;
+        let e = e.as_ref().and_then(|(e, n)| e.get(..*n));
+        self.row.cfa = match e {
+            Some(e) => plt_pattern(e, self.arch)
+                .map(Cfa::Plt)
+                .or_else(|| fp_pattern(e, self.arch, true).map(Cfa::DerefFp))
+                .or_else(|| sp_pattern(e, self.arch, true).map(Cfa::DerefSp))
+                .unwrap_or(Cfa::Expression),
+            None => Cfa::Expression,
+        };
+        Ok(())
+    }
+
+    /// `DW_CFA_expression` and `DW_CFA_val_expression` (`op`): a register
+    /// saved where a known pattern says, else an expression.
+    #[inline(never)]
+    fn reg_expression<M: UserBytes>(
+        &mut self,
+        op: u8,
+        c: &mut Cursor<'_>,
+        r: &mut Reader<'_, M>,
+    ) -> Res<()> {
+        let reg = c.uleb(r)?;
+        let len = c.uleb(r)?;
+        let mut rule = if op == CFA_EXPRESSION {
+            Rule::Expression
+        } else {
+            Rule::ValExpression
+        };
+        if op == CFA_EXPRESSION
+            && (reg == self.arch.fp || reg == self.ra_reg || reg == self.arch.bx)
+        {
+            let e = c.expression(r, len)?;
+            let e = e.as_ref().and_then(|(e, n)| e.get(..*n));
+            let fp = reg == self.arch.fp;
+            if let Some(off) = e
+                .and_then(|e| fp_pattern(e, self.arch, false))
+                .filter(|_| fp)
+            {
+                rule = Rule::AtFp(off);
+            } else if let Some(off) = e.and_then(|e| sp_pattern(e, self.arch, false)) {
+                rule = Rule::AtSp(off);
+            }
+        } else {
+            c.skip(len)?;
+        }
+        self.set(reg, rule);
+        Ok(())
+    }
+
     fn extended<M: UserBytes>(
         &mut self,
         op: u8,
@@ -1798,46 +1863,8 @@ impl Interp<'_> {
                 let off = self.factored(c.sleb(r)?)?;
                 self.cfa_offset(off)?;
             }
-            CFA_DEF_CFA_EXPRESSION => {
-                let len = c.uleb(r)?;
-                let e = c.expression(r, len)?;
-                let e = e.as_ref().and_then(|(e, n)| e.get(..*n));
-                self.row.cfa = match e {
-                    Some(e) => plt_pattern(e, self.arch)
-                        .map(Cfa::Plt)
-                        .or_else(|| fp_pattern(e, self.arch, true).map(Cfa::DerefFp))
-                        .or_else(|| sp_pattern(e, self.arch, true).map(Cfa::DerefSp))
-                        .unwrap_or(Cfa::Expression),
-                    None => Cfa::Expression,
-                };
-            }
-            CFA_EXPRESSION | CFA_VAL_EXPRESSION => {
-                let reg = c.uleb(r)?;
-                let len = c.uleb(r)?;
-                let mut rule = if op == CFA_EXPRESSION {
-                    Rule::Expression
-                } else {
-                    Rule::ValExpression
-                };
-                if op == CFA_EXPRESSION
-                    && (reg == self.arch.fp || reg == self.ra_reg || reg == self.arch.bx)
-                {
-                    let e = c.expression(r, len)?;
-                    let e = e.as_ref().and_then(|(e, n)| e.get(..*n));
-                    let fp = reg == self.arch.fp;
-                    if let Some(off) = e
-                        .and_then(|e| fp_pattern(e, self.arch, false))
-                        .filter(|_| fp)
-                    {
-                        rule = Rule::AtFp(off);
-                    } else if let Some(off) = e.and_then(|e| sp_pattern(e, self.arch, false)) {
-                        rule = Rule::AtSp(off);
-                    }
-                } else {
-                    c.skip(len)?;
-                }
-                self.set(reg, rule);
-            }
+            CFA_DEF_CFA_EXPRESSION => self.cfa_expression(c, r)?,
+            CFA_EXPRESSION | CFA_VAL_EXPRESSION => self.reg_expression(op, c, r)?,
             CFA_OFFSET_EXTENDED_SF => {
                 let reg = c.uleb(r)?;
                 let off = self.factored(c.sleb(r)?)?;
