@@ -19,7 +19,7 @@
 # large (KASAN doubles THREAD_SIZE to 32 KiB): its own limit.
 . "$(dirname "$0")/lib.sh"
 STACK_GOAL=1024
-STACK_LIMITS="rust:3328 rust-debug:3840"
+STACK_LIMITS="rust:2816 rust-debug:3840"
 C=$BUILD/kernel-c
 R=$BUILD/kernel-rust
 NM=llvm-nm$LLVM_SUFFIX
