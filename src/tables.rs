@@ -180,14 +180,8 @@ impl<T> Store<T> for KStore<T> {
     fn truncate(&mut self, n: usize) {
         self.0.truncate(n)
     }
-    // Out of line: the compilation makes room for an FDE's rows in a
-    // frame on its deepest path (`ObjectRows::insert`).
-    #[inline(never)]
     fn reserve(&mut self, n: usize) -> bool {
         self.0.reserve(n, GFP_KERNEL_ACCOUNT).is_ok()
-    }
-    fn push_within_capacity(&mut self, v: T) -> bool {
-        self.0.push_within_capacity(v).is_ok()
     }
 }
 

@@ -43,9 +43,8 @@ use unwind_logic::rows::{
 use unwind_logic::walk::{self, Stop, TableStats, Tables, UserMemory, UserRegs, WordSize};
 use unwind_logic::walk_cases;
 
-/// Compiled rows of an object, as the kernel keeps them (`KVec` there;
-/// the rows' store within its capacity as the kernel's: [`Capped`]).
-type Rows = ObjectRows<Vec<FdeEntry>, Capped, Vec<unwind_logic::cfi::Probe>>;
+/// Compiled rows of an object, as the kernel keeps them (`KVec` there).
+type Rows = ObjectRows<Vec<FdeEntry>, Vec<PackedRow>, Vec<unwind_logic::cfi::Probe>>;
 
 /// A reader with no practical bound: the comparisons are about the
 /// tables, not about the read budget (a transient refusal).
@@ -607,60 +606,6 @@ impl unwind_logic::rows::Store<cfi::Probe> for NoProbes {
     fn truncate(&mut self, _: usize) {}
 }
 
-/// A row store that grows only when asked to ([`Store::reserve`], by
-/// doubling, as `KVec` does), and whose `push_within_capacity` fails when
-/// full, as the kernel's: the row sink pushes within the room
-/// `ObjectRows::insert` makes for an FDE's rows, which must be enough.
-#[derive(Clone, Debug, Default)]
-struct Capped {
-    v: Vec<PackedRow>,
-    cap: usize,
-}
-
-/// The same rows (whatever room there is after them).
-impl PartialEq for Capped {
-    fn eq(&self, other: &Capped) -> bool {
-        self.v == other.v
-    }
-}
-
-/// The rows, read as a `Vec`'s.
-impl std::ops::Deref for Capped {
-    type Target = Vec<PackedRow>;
-    fn deref(&self) -> &Vec<PackedRow> {
-        &self.v
-    }
-}
-
-impl unwind_logic::rows::Store<PackedRow> for Capped {
-    fn items(&self) -> &[PackedRow] {
-        &self.v
-    }
-    fn items_mut(&mut self) -> &mut [PackedRow] {
-        &mut self.v
-    }
-    fn push(&mut self, x: PackedRow) -> bool {
-        self.reserve(1);
-        self.push_within_capacity(x)
-    }
-    fn push_within_capacity(&mut self, x: PackedRow) -> bool {
-        if self.v.len() >= self.cap {
-            return false;
-        }
-        self.v.push(x);
-        true
-    }
-    fn truncate(&mut self, n: usize) {
-        self.v.truncate(n)
-    }
-    fn reserve(&mut self, n: usize) -> bool {
-        if self.cap - self.v.len() < n {
-            self.cap = (self.cap * 2).max(self.v.len() + n);
-        }
-        true
-    }
-}
-
 /// Counts the reads of an [`Image`].
 struct Counted<'a>(&'a mut Image, u64);
 
@@ -737,7 +682,7 @@ fn probe_memo_on_real_objects() {
             fills += 1;
         }
         assert_eq!(memo.fdes, plain.fdes, "{path}");
-        assert_eq!(memo.rows.v, plain.rows, "{path}");
+        assert_eq!(memo.rows, plain.rows, "{path}");
         let per = |n: u64| n as f64 / fills.max(1) as f64;
         println!(
             "probe memo: {path}: {} entries, {fills} FDEs compiled: {:.1} reads each with the memo, {:.1} without",

@@ -463,12 +463,6 @@ pub trait Store<T> {
     fn reserve(&mut self, _n: usize) -> bool {
         true
     }
-    /// Append `v` if there is room for it without allocating; `false` if
-    /// not.  The row sink pushes so, deep under the interpreter, into the
-    /// room [`ObjectRows`] made before the compilation.
-    fn push_within_capacity(&mut self, v: T) -> bool {
-        self.push(v)
-    }
 }
 
 /// The compiled rows of one object: its FDEs met so far, sorted by first
@@ -749,7 +743,7 @@ impl<R: Store<PackedRow>> cfi::RowSink for Collect<'_, R> {
                 }
             }
         }
-        if self.count >= MAX_FDE_ROWS || !self.rows.push_within_capacity(packed) {
+        if self.count >= MAX_FDE_ROWS || !self.rows.push(packed) {
             return Err(Refusal::Bound(Bound::Memory));
         }
         self.count += 1;
@@ -819,22 +813,6 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
             Err(e) if cfi::transient(e) => return Err(e),
             Err(e) => FdeOrNone::None(pc, e),
         };
-        if let FdeOrNone::Fde(_) = what {
-            // Room for every row the FDE can give, made here: the row sink
-            // pushes within it, with no allocation (and its stack) under
-            // the interpreter's frames.  A row but the last and a
-            // refusal's starts at an advance of the location, one
-            // instruction byte at least.
-            let f = scratch.fde();
-            let insns = f.insns.1.saturating_sub(f.insns.0);
-            let most = usize::try_from(insns)
-                .unwrap_or(usize::MAX)
-                .min(MAX_FDE_ROWS)
-                + 2;
-            if !self.rows.reserve(most) {
-                return Err(Refusal::Bound(Bound::Memory));
-            }
-        }
         self.insert(r, &what, ws, scratch)?;
         self.lookup(pc).ok_or(Refusal::Bound(Bound::Memory))
     }
