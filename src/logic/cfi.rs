@@ -74,9 +74,9 @@ const HDR_WINDOW: usize = 24;
 /// The window of a search's probe: one table entry (at most 16 bytes).
 const ENTRY_WINDOW: usize = 16;
 /// The window of [`read_fde`]'s FDE and CIE fields (not their
-/// instructions, which the interpreter reads): an FDE's are at most 29
-/// bytes after its length, a usual CIE's about 30 (a CIE with more
-/// augmentation data takes another read).
+/// instructions, which the interpreter reads): an FDE's are at most 34
+/// bytes after its length (LEB128 pointers), a usual CIE's about 30 (a
+/// CIE with more augmentation data takes another read: only budget).
 const ENTRY_FIELDS_WINDOW: usize = 64;
 /// Reads of user memory per [`step`].
 pub const MAX_READS: u32 = 256;
@@ -1425,7 +1425,9 @@ pub trait RowSink {
 /// walk holds while compiling; docs/design.md, "Stack use").  What it holds
 /// between uses does not matter: each use sets every field it reads, and
 /// reads a slot of the remember-state stack only after writing it, so one
-/// `Scratch` serves any number of compilations, one at a time.
+/// `Scratch` serves any number of compilations, one at a time; but for
+/// its FDE, which [`compile_read`] takes from the last [`read_fde_into`]
+/// that succeeded (or [`compile`] from its caller).
 pub struct Scratch {
     state: State,
     /// The instructions' read window ([`Cursor`]).
@@ -1646,8 +1648,10 @@ impl Interp<'_> {
     ) -> Res<()> {
         // The window is the scratch's, not this frame's (the deepest
         // path's: docs/design.md, "Stack use"), lent to the cursor.
+        // Always there (put back below on every path); were it not, a
+        // transient refusal, not one the rows would remember.
         let Some(win) = self.win.take() else {
-            return Err(Refusal::Malformed(Where::Instructions));
+            return Err(Refusal::Bound(Bound::Memory));
         };
         let mut c = Cursor::new(win, from, to, Where::Instructions);
         let res = self.run_on(&mut c, r, cie);
@@ -1993,7 +1997,9 @@ pub fn compile<M: UserBytes>(
     compile_read(r, ws, sink, scratch)
 }
 
-/// [`compile`] the FDE [`read_fde_into`] read into `scratch`.
+/// [`compile`] the FDE in `scratch`: the one the last [`read_fde_into`]
+/// that succeeded read (its caller's duty: a stale FDE compiles to its
+/// own rows, not `pc`'s).
 pub fn compile_read<M: UserBytes>(
     r: &mut Reader<'_, M>,
     ws: WordSize,
