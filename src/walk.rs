@@ -126,9 +126,8 @@ pub(crate) fn unwind_current_faultable(
 ) -> (usize, Option<Stop>) {
     #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
     if crate::tables::enabled() && !out.is_empty() {
-        // Nested, not a tuple: the tuple's `Option<UserRegs>` was a copy
-        // of `current_regs()`'s, two copies (256 bytes) on the stack under
-        // the walk.
+        // Nested, not a tuple: a tuple's `Option<UserRegs>` is a second,
+        // 128-byte copy of `current_regs()`'s on the stack under the walk.
         if let Some(mm) = task.mm() {
             if let Some(regs) = &current_regs() {
                 let mut tables = crate::tables::TaskTables::new(mm, regs.ws);

@@ -927,7 +927,7 @@ fn entry_len<M: UserBytes>(c: &mut Cursor<'_>, r: &mut Reader<'_, M>) -> Res<u64
 }
 
 /// A parsed FDE with what it needs of its CIE.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fde {
     /// Address of the FDE.
     pub addr: u64,
@@ -961,7 +961,7 @@ pub fn read_fde<M: UserBytes>(
     addr: u64,
     ws: WordSize,
 ) -> Res<Fde> {
-    let mut fde = Fde::default();
+    let mut fde = Fde::EMPTY;
     read_fde_to(r, eh_frame, addr, ws, &mut fde)?;
     Ok(fde)
 }
@@ -977,6 +977,23 @@ pub fn read_fde_into<M: UserBytes>(
     scratch: &mut Scratch,
 ) -> Res<()> {
     read_fde_to(r, eh_frame, addr, ws, &mut scratch.fde)
+}
+
+impl Fde {
+    /// No FDE (what a [`Scratch`] holds before its first read).
+    const EMPTY: Fde = Fde {
+        addr: 0,
+        cie: 0,
+        pc_begin: 0,
+        pc_end: 0,
+        code_align: 0,
+        data_align: 0,
+        ra_reg: 0,
+        ptr_enc: 0,
+        signal_frame: false,
+        cie_insns: (0, 0),
+        insns: (0, 0),
+    };
 }
 
 /// [`read_fde`] into `out` (left as it was where it fails).
@@ -1421,8 +1438,9 @@ pub trait RowSink {
 
 /// The interpreter's state, in storage its caller keeps: with its
 /// `DW_CFA_remember_state` stack, its read window and the FDE it compiles,
-/// 1,152 bytes, too many for the kernel stack under a walk (the kernel keeps one per mm, in the cache whose mutex the
-/// walk holds while compiling; docs/design.md, "Stack use").  What it holds
+/// 1,152 bytes, too many for the kernel stack under a walk (the kernel
+/// keeps one per mm, in the cache whose mutex the walk holds while
+/// compiling; docs/design.md, "Stack use").  What it holds
 /// between uses does not matter: each use sets every field it reads, and
 /// reads a slot of the remember-state stack only after writing it, so one
 /// `Scratch` serves any number of compilations, one at a time; but for
@@ -1436,7 +1454,8 @@ pub struct Scratch {
     fde: Fde,
 }
 
-/// The interpreter's state proper ([`Scratch`] without the read window).
+/// The interpreter's state proper ([`Scratch`] without the read window
+/// and the FDE).
 struct State {
     arch: Arch,
     ws: WordSize,
@@ -1469,19 +1488,7 @@ impl Scratch {
     const EMPTY: Scratch = Scratch {
         state: State::EMPTY,
         win: [0; WINDOW],
-        fde: Fde {
-            addr: 0,
-            cie: 0,
-            pc_begin: 0,
-            pc_end: 0,
-            code_align: 0,
-            data_align: 0,
-            ra_reg: 0,
-            ptr_enc: 0,
-            signal_frame: false,
-            cie_insns: (0, 0),
-            insns: (0, 0),
-        },
+        fde: Fde::EMPTY,
     };
 
     /// The FDE [`read_fde_into`] read last.
