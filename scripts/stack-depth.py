@@ -64,7 +64,7 @@ ROOTS = [
     ('task_work', r'unwind_rust::deferred::task_work_fn', False),
     ('faultable', r'unwind_user_faultable', False),
     ('nmi', r'unwind_user', False),
-    ('table-walk', r'unwind_rust::logic::walk::walk_tables::<unwind_rust::walk::'
+    ('table-walk', r'unwind_rust::logic::walk::walk_tables_from::<unwind_rust::walk::'
      r'CurrentUserMemory, unwind_rust::tables::TaskTables>', True),
     ('interpreter', r'<unwind_rust::logic::rows::ObjectRows<.*>>::fill::'
      r'<unwind_rust::walk::CurrentUserMemory>', True),

@@ -901,6 +901,7 @@ pub(crate) struct TaskTables<'a> {
 impl<'a> TaskTables<'a> {
     /// The tables of `mm`, the address space of current, checked against
     /// its mappings, for a walk of word size `ws`.
+    #[inline(never)]
     pub(crate) fn new(mm: &'a MmWithUser, ws: WordSize) -> Self {
         let mut t = TaskTables {
             mm,

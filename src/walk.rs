@@ -99,6 +99,18 @@ pub(crate) fn current_regs() -> Option<UserRegs> {
     })
 }
 
+/// Where a walk of the current task by tables starts, and its word size;
+/// `Some((None, _))` if it has segment bases (walked by frame pointers
+/// only), `None` if it has no user context.  Out of line: the registers
+/// are in its frame, which has returned before the walk starts, so that
+/// only the walk made from them is on the stack under the walk.
+#[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+#[inline(never)]
+fn current_table_start() -> Option<(Option<rules::TableStart>, WordSize)> {
+    let regs = current_regs()?;
+    Some((rules::TableStart::new(&regs), regs.ws))
+}
+
 /// Walk the current task's user stack into `out`; returns the number of
 /// entries.  An empty result if current has no user context.
 ///
@@ -129,11 +141,19 @@ pub(crate) fn unwind_current_faultable(
         // Nested, not a tuple: a tuple's `Option<UserRegs>` is a second,
         // 128-byte copy of `current_regs()`'s on the stack under the walk.
         if let Some(mm) = task.mm() {
-            if let Some(regs) = &current_regs() {
-                let mut tables = crate::tables::TaskTables::new(mm, regs.ws);
+            // Borrowed where it was returned, not moved: a move is a
+            // second copy of the start on the stack under the walk.  No
+            // user context, or segment bases: by frame pointers below.
+            if let Some((Some(start), ws)) = &mut current_table_start() {
+                let mut tables = crate::tables::TaskTables::new(mm, *ws);
                 let mut stats = rules::TableStats::default();
-                let (n, stop) =
-                    rules::walk_tables(regs, &mut CurrentUserMemory, &mut tables, out, &mut stats);
+                let (n, stop) = rules::walk_tables_from(
+                    start,
+                    &mut CurrentUserMemory,
+                    &mut tables,
+                    out,
+                    &mut stats,
+                );
                 tables.account(&stats, stop);
                 return (n, Some(stop));
             }

@@ -463,14 +463,52 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
     out: &mut [u64],
     stats: &mut TableStats,
 ) -> (usize, Stop) {
-    if regs.cs_base != 0 || regs.ss_base != 0 {
-        return walk(regs, mem, out);
+    match TableStart::new(regs) {
+        Some(mut start) => walk_tables_from(&mut start, mem, tables, out, stats),
+        None => walk(regs, mem, out),
     }
-    let mut w = Walk::new(regs);
+}
+
+/// Where a [`walk_tables`] starts: the walk made from the registers, and
+/// `%rbx`.  A caller that makes it in a frame of its own, which has
+/// returned before the walk, and walks from it by [`walk_tables_from`]
+/// has one copy of the registers on the stack under the walk, not two
+/// (the registers and the walk made from them).
+pub struct TableStart {
+    w: Walk,
+    bx: u64,
+}
+
+impl TableStart {
+    /// The start of a walk by tables from `regs`; `None` for a task with
+    /// segment bases (compat with LDT segments), which [`walk_tables`]
+    /// walks by frame pointers only: the tables hold linear addresses.
+    pub fn new(regs: &UserRegs) -> Option<Self> {
+        if regs.cs_base != 0 || regs.ss_base != 0 {
+            return None;
+        }
+        Some(TableStart {
+            w: Walk::new(regs),
+            bx: regs.bx,
+        })
+    }
+}
+
+/// [`walk_tables`] from `start` (which it uses up: the walk moves it).
+pub fn walk_tables_from<M: UserMemory + cfi::UserBytes>(
+    start: &mut TableStart,
+    mem: &mut M,
+    tables: &mut impl Tables,
+    out: &mut [u64],
+    stats: &mut TableStats,
+) -> (usize, Stop) {
+    let w = &mut start.w;
+    let regs_fp_frame = w.fp_frame;
+    let regs_ws = w.ws;
     let mut t = TableFrame {
         fp_known: true,
         ip_is_ra: false,
-        bx: cfi::Saved::Value(regs.bx),
+        bx: cfi::Saved::Value(start.bx),
     };
     let mut r = Reader::with_limit(mem, MAX_TABLE_READS);
     let Some(first) = out.first_mut() else {
@@ -481,7 +519,7 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
     // Pcs known to have no tables (`Tables::bare`): their frames go
     // straight to the frame-pointer step.
     let mut bare = (0u64, 0u64);
-    let fp_pair = Shape::of(&regs.fp_frame, regs.ws) == Shape::FP_PAIR;
+    let fp_pair = Shape::of(&regs_fp_frame, regs_ws) == Shape::FP_PAIR;
     // `out[nr]` holds the current frame's ip.
     let mut nr = 0;
     let res = loop {
@@ -499,7 +537,7 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
                 // A run of frames in a mapping without tables (a static
                 // binary): the frame-pointer walk's own loop, the rule a
                 // constant, while the frames stay in it.
-                match bare_run(&mut w, &mut r, out, &mut nr, last, bare, stats) {
+                match bare_run(w, &mut r, out, &mut nr, last, bare, stats) {
                     Ok(()) => {
                         t.ip_is_ra = true;
                         t.bx = cfi::Saved::Unknown;
@@ -510,16 +548,16 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
             }
         } else {
             let run = if w.ws == WordSize::W8 {
-                usual_run::<true, M>(&mut w, &mut t, &mut r, tables, out, &mut nr, stats)
+                usual_run::<true, M>(w, &mut t, &mut r, tables, out, &mut nr, stats)
             } else {
-                usual_run::<false, M>(&mut w, &mut t, &mut r, tables, out, &mut nr, stats)
+                usual_run::<false, M>(w, &mut t, &mut r, tables, out, &mut nr, stats)
             };
             match run {
                 Run::Moved => continue,
                 Run::Stop(res) => break res,
                 Run::Refused => {}
                 Run::Ask => {
-                    match table_step(&mut w, &mut t, &mut r, tables, stats, pc) {
+                    match table_step(w, &mut t, &mut r, tables, stats, pc) {
                         Some(Ok(())) => {
                             nr += 1;
                             if let Some(slot) = out.get_mut(nr) {
