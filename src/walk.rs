@@ -99,16 +99,27 @@ pub(crate) fn current_regs() -> Option<UserRegs> {
     })
 }
 
-/// Where a walk of the current task by tables starts, and its word size;
-/// `Some((None, _))` if it has segment bases (walked by frame pointers
-/// only), `None` if it has no user context.  Out of line: the registers
-/// are in its frame, which has returned before the walk starts, so that
-/// only the walk made from them is on the stack under the walk.
+/// Where a walk of the current task by tables starts.
+#[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+enum Start {
+    /// By tables, from the walk made from the registers, of this word size.
+    Tables(rules::TableStart, WordSize),
+    /// By frame pointers only: a task with segment bases.
+    Fp(UserRegs),
+}
+
+/// Where a walk of the current task by tables starts; `None` if it has no
+/// user context.  Out of line: the registers are in its frame, which has
+/// returned before the walk starts, so that only the walk made from them
+/// is on the stack under the walk.
 #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
 #[inline(never)]
-fn current_table_start() -> Option<(Option<rules::TableStart>, WordSize)> {
+fn current_start() -> Option<Start> {
     let regs = current_regs()?;
-    Some((rules::TableStart::new(&regs), regs.ws))
+    Some(match rules::TableStart::new(&regs) {
+        Some(start) => Start::Tables(start, regs.ws),
+        None => Start::Fp(regs),
+    })
 }
 
 /// Walk the current task's user stack into `out`; returns the number of
@@ -138,24 +149,28 @@ pub(crate) fn unwind_current_faultable(
 ) -> (usize, Option<Stop>) {
     #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
     if crate::tables::enabled() && !out.is_empty() {
-        // Nested, not a tuple: a tuple's `Option<UserRegs>` is a second,
-        // 128-byte copy of `current_regs()`'s on the stack under the walk.
         if let Some(mm) = task.mm() {
             // Borrowed where it was returned, not moved: a move is a
-            // second copy of the start on the stack under the walk.  No
-            // user context, or segment bases: by frame pointers below.
-            if let Some((Some(start), ws)) = &mut current_table_start() {
-                let mut tables = crate::tables::TaskTables::new(mm, *ws);
-                let mut stats = rules::TableStats::default();
-                let (n, stop) = rules::walk_tables_from(
-                    start,
-                    &mut CurrentUserMemory,
-                    &mut tables,
-                    out,
-                    &mut stats,
-                );
-                tables.account(&stats, stop);
-                return (n, Some(stop));
+            // second copy of the start on the stack under the walk.
+            match &mut current_start() {
+                Some(Start::Tables(start, ws)) => {
+                    let mut tables = crate::tables::TaskTables::new(mm, *ws);
+                    let mut stats = rules::TableStats::default();
+                    let (n, stop) = rules::walk_tables_from(
+                        start,
+                        &mut CurrentUserMemory,
+                        &mut tables,
+                        out,
+                        &mut stats,
+                    );
+                    tables.account(&stats, stop);
+                    return (n, Some(stop));
+                }
+                Some(Start::Fp(regs)) => {
+                    let (n, stop) = rules::walk(regs, &mut CurrentUserMemory, out);
+                    return (n, Some(stop));
+                }
+                None => return (0, None),
             }
         }
     }

@@ -503,8 +503,6 @@ pub fn walk_tables_from<M: UserMemory + cfi::UserBytes>(
     stats: &mut TableStats,
 ) -> (usize, Stop) {
     let w = &mut start.w;
-    let regs_fp_frame = w.fp_frame;
-    let regs_ws = w.ws;
     let mut t = TableFrame {
         fp_known: true,
         ip_is_ra: false,
@@ -519,7 +517,7 @@ pub fn walk_tables_from<M: UserMemory + cfi::UserBytes>(
     // Pcs known to have no tables (`Tables::bare`): their frames go
     // straight to the frame-pointer step.
     let mut bare = (0u64, 0u64);
-    let fp_pair = Shape::of(&regs_fp_frame, regs_ws) == Shape::FP_PAIR;
+    let fp_pair = Shape::of(&w.fp_frame, w.ws) == Shape::FP_PAIR;
     // `out[nr]` holds the current frame's ip.
     let mut nr = 0;
     let res = loop {
