@@ -28,4 +28,12 @@ impl<T> logic::rows::Store<T> for alloc::vec::Vec<T> {
     fn truncate(&mut self, n: usize) {
         alloc::vec::Vec::truncate(self, n)
     }
+    fn extend(&mut self, n: usize, v: T) -> bool
+    where
+        T: Clone,
+    {
+        let len = self.len();
+        self.resize(len + n, v);
+        true
+    }
 }

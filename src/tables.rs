@@ -102,7 +102,7 @@ use crate::logic::{
     cfi::{self, Cause, Hdr, Reader, Scratch, UserBytes},
     elf,
     rows::{self, FdeEntry, Found, ObjectRows, PackedRow, PcMemo, Store},
-    walk::{Stop, TableStats, Tables},
+    walk::{Answer, Stop, TableStats, TableWalk, Tables},
     word::WordSize,
 };
 use core::{marker::PhantomData, pin::Pin};
@@ -182,6 +182,12 @@ impl<T> Store<T> for KStore<T> {
     }
     fn reserve(&mut self, n: usize) -> bool {
         self.0.reserve(n, GFP_KERNEL_ACCOUNT).is_ok()
+    }
+    fn extend(&mut self, n: usize, v: T) -> bool
+    where
+        T: Clone,
+    {
+        self.0.extend_with(n, v, GFP_KERNEL_ACCOUNT).is_ok()
     }
 }
 
@@ -513,25 +519,11 @@ fn file_rows<M: UserBytes>(
     }
     // On the heap: not in the frames of the lookup's path.
     let mut layout = KBox::init(elf::Layout::init_zeroed(), GFP_KERNEL_ACCOUNT).ok()?;
-    let found_layout = {
-        let mut fb = FileBytes::new(file, None);
-        let mut fr = Reader::with_limit(&mut fb, r.left());
-        let found = elf::layout(&mut fr, 0, ws, &mut layout);
-        // Each reader may read what `r` has left: its charge fits.
-        r.charge(fr.reads());
-        found
-    };
-    if found_layout.is_none() || layout.nr_loads > elf::MAX_LOADS {
+    if file_layout(r, file, ws, &mut layout).is_none() || layout.nr_loads > elf::MAX_LOADS {
         return None;
     }
-    let hdr = {
-        let mut fb = FileBytes::new(file, Some(&layout));
-        let mut fr = Reader::with_limit(&mut fb, r.left());
-        let hdr = cfi::read_hdr(&mut fr, layout.hdr, ws).ok();
-        r.charge(fr.reads());
-        hdr
-    };
-    let new = new_file_rows(key, ws, layout, hdr?)?;
+    let hdr = file_hdr(r, file, &layout, ws)?;
+    let new = new_file_rows(key, ws, layout, hdr)?;
     let mut files = FILES.lock();
     let at = match find(&files) {
         // Another walk added it meanwhile: `new` is dropped.
@@ -549,6 +541,40 @@ fn file_rows<M: UserBytes>(
         tail.rotate_right(1);
     }
     Some(FileUse::new(&new))
+}
+
+/// `file`'s ELF layout read through its page cache into `layout`,
+/// charging `r`.  Out of line, as [`file_hdr`]: the readers are not in
+/// [`file_rows`]' frame, over the other's reads.
+#[inline(never)]
+fn file_layout<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    file: &File,
+    ws: WordSize,
+    layout: &mut elf::Layout,
+) -> Option<()> {
+    let mut fb = FileBytes::new(file, None);
+    let mut fr = Reader::with_limit(&mut fb, r.left());
+    let found = elf::layout(&mut fr, 0, ws, layout);
+    // Each reader may read what `r` has left: its charge fits.
+    r.charge(fr.reads());
+    found
+}
+
+/// `file`'s `.eh_frame_hdr`, where `layout` has it, read through its page
+/// cache, charging `r`.
+#[inline(never)]
+fn file_hdr<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    file: &File,
+    layout: &elf::Layout,
+    ws: WordSize,
+) -> Option<Hdr> {
+    let mut fb = FileBytes::new(file, Some(layout));
+    let mut fr = Reader::with_limit(&mut fb, r.left());
+    let hdr = cfi::read_hdr(&mut fr, layout.hdr, ws).ok();
+    r.charge(fr.reads());
+    hdr
 }
 
 /// A new entry, unregistered, dropping unused ones first if the cap is
@@ -657,6 +683,18 @@ struct Inner {
     /// one per mm is enough),
     /// allocated at the mm's first compilation.
     scratch: Option<KBox<Scratch>>,
+    /// A walk's state and counters (about 350 bytes, off the kernel
+    /// stack), allocated at the mm's first table walk and moved out of
+    /// the cache for each ([`TaskTables::take_walk`]).
+    walk: Option<KBox<WalkState>>,
+}
+
+/// The state and counters of a walk by tables, kept off the stack: the
+/// walk's caller is under every frame of the walk, the compilations'
+/// included (docs/design.md, "Stack use").
+pub(crate) struct WalkState {
+    pub(crate) tw: TableWalk,
+    pub(crate) stats: TableStats,
 }
 
 /// An interpreter's state, written straight into its allocation: not on
@@ -686,11 +724,43 @@ fn scratch_of(s: &mut Option<KBox<Scratch>>) -> Result<&mut Scratch, Cause> {
         .ok_or(cfi::Refusal::Bound(cfi::Bound::Memory).cause())
 }
 
+/// What [`TaskTables::add_object`] finds of a mapping under the mmap lock.
+struct Mapping {
+    start: u64,
+    end: u64,
+    file: Option<ARef<File>>,
+    pgoff: u64,
+    /// Where the object's first page is mapped, if it is known.
+    base: Option<usize>,
+    vdso: bool,
+}
+
 impl Inner {
-    /// Add `object` in its place; its index.  Out of line, and given the
-    /// object by value where it is made: the object is in this frame, not
-    /// in [`TaskTables::add_object`]'s, over the lookups' reads.
+    /// The object of mapping `m`, with its tables, added in its place;
+    /// its index.  Out of line: the object is made in this frame, not in
+    /// [`TaskTables::add_object`]'s, over the lookups' reads.
     #[inline(never)]
+    fn insert_object(
+        &mut self,
+        m: Mapping,
+        shared: Option<FileUse>,
+        hdr: Option<Hdr>,
+    ) -> Option<usize> {
+        self.insert(Object {
+            start: m.start,
+            end: m.end,
+            file: m.file,
+            pgoff: m.pgoff,
+            vdso: m.vdso,
+            hdr,
+            base: m.base.unwrap_or(0) as u64,
+            shared,
+            rows: Rows::default(),
+        })
+    }
+
+    /// Add `object` in its place; its index.
+    #[inline(always)]
     fn insert(&mut self, object: Object) -> Option<usize> {
         let (start, end) = (object.start, object.end);
         // What overlaps it is stale (the mappings changed during the walk).
@@ -770,6 +840,7 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
                     walked: false,
                     ws: None,
                     scratch: None,
+                    walk: None,
                 }),
                 // SAFETY: `p` points to the field, at its final place.
                 link <- Opaque::ffi_init(|p| unsafe { bindings::INIT_LIST_HEAD(p) }),
@@ -899,11 +970,11 @@ pub(crate) struct TaskTables<'a> {
 }
 
 impl<'a> TaskTables<'a> {
-    /// The tables of `mm`, the address space of current, checked against
-    /// its mappings, for a walk of word size `ws`.
+    /// The tables of `mm`, the address space of current, locked; a walk
+    /// by them begins with [`TaskTables::begin`].
     #[inline(never)]
-    pub(crate) fn new(mm: &'a MmWithUser, ws: WordSize) -> Self {
-        let mut t = TaskTables {
+    pub(crate) fn new(mm: &'a MmWithUser) -> Self {
+        TaskTables {
             mm,
             inner: mm_tables(mm).map(|c| c.inner.lock()),
             last: 0,
@@ -916,8 +987,14 @@ impl<'a> TaskTables<'a> {
             capped: 0,
             files_found: 0,
             revalidated: false,
-        };
-        if let Some(g) = t.inner.as_mut() {
+        }
+    }
+
+    /// Begin a walk of word size `ws`: the tables checked against the
+    /// mm's mappings, and for that word size.
+    #[inline(never)]
+    pub(crate) fn begin(&mut self, ws: WordSize) {
+        if let Some(g) = self.inner.as_mut() {
             // The memo from the mm's second walk on (see `Inner::memo`).
             if g.walked && g.memo.is_none() {
                 g.memo = KBox::init(PcMemo::init_zeroed(), GFP_KERNEL_ACCOUNT).ok();
@@ -930,8 +1007,33 @@ impl<'a> TaskTables<'a> {
                 g.ws = Some(ws);
             }
         }
-        t.validate();
-        t
+        self.validate();
+    }
+
+    /// The mm's walk state, moved out of its cache for a walk (allocated
+    /// at its first); `None` if the mm has no cache, or no memory for it.
+    /// Given back by [`TaskTables::put_walk`].
+    #[inline(never)]
+    pub(crate) fn take_walk(&mut self) -> Option<KBox<WalkState>> {
+        let g = self.inner.as_mut()?;
+        match g.walk.take() {
+            Some(w) => Some(w),
+            None => KBox::new(
+                WalkState {
+                    tw: TableWalk::IDLE,
+                    stats: TableStats::default(),
+                },
+                GFP_KERNEL_ACCOUNT,
+            )
+            .ok(),
+        }
+    }
+
+    /// Give the walk state back to the mm's cache for its next walk.
+    pub(crate) fn put_walk(&mut self, w: KBox<WalkState>) {
+        if let Some(g) = self.inner.as_mut() {
+            g.walk = Some(w);
+        }
     }
 
     /// Drop the objects whose mapping changed since the last walk.
@@ -959,7 +1061,11 @@ impl<'a> TaskTables<'a> {
     }
 
     /// Look up the mapping of `pc` and add it; its index.  Out of line:
-    /// its frame is not on the path of a compilation's.
+    /// its frame is not on the path of a compilation's.  Its frame holds
+    /// only the mapping and the tables found ([`Mapping`]): the lock is
+    /// [`TaskTables::mapping_of`]'s, the tables' reads are
+    /// [`TaskTables::tables_of`]'s, and the object is made in
+    /// [`Inner::insert_object`]'s.
     #[inline(never)]
     fn add_object<M: UserBytes>(
         &mut self,
@@ -972,50 +1078,66 @@ impl<'a> TaskTables<'a> {
             return None;
         }
         self.lookups += 1;
+        let m = self.mapping_of(pc)?;
+        let (shared, hdr) = self.tables_of(r, &m, ws);
+        self.inner.as_mut()?.insert_object(m, shared, hdr)
+    }
+
+    /// The mapping of `pc`, under the mmap lock.
+    #[inline(never)]
+    fn mapping_of(&self, pc: u64) -> Option<Mapping> {
         let mm = self.mm;
-        let (start, end, file, pgoff, base, vdso) = {
-            let lock = mm.mmap_read_lock();
-            let vma = lock.vma_lookup(usize::try_from(pc).ok()?)?;
-            let start = vma.start();
-            let (f, pgoff) = file_and_pgoff(vma);
-            let vdso = f.is_null() && is_vdso(mm, start);
-            let (file, base) = if f.is_null() {
-                (None, vdso.then_some(start))
-            } else {
-                // SAFETY: `vm_file` is a valid file while the vma is; the
-                // reference taken keeps it valid after the lock.
-                let file: ARef<File> = unsafe { File::from_raw_file(f) }.into();
-                let base = pgoff
-                    .checked_mul(bindings::PAGE_SIZE)
-                    .and_then(|off| start.checked_sub(off))
-                    .and_then(|base| {
-                        let first = lock.vma_lookup(base)?;
-                        let (f0, o) = file_and_pgoff(first);
-                        // The same file, or its inode mapped through
-                        // another open() (a MAP_FIXED remap of the code).
-                        let same = core::ptr::eq(f0, f)
-                            || (!f0.is_null()
-                                // SAFETY: Both files are valid while their
-                                // vmas are (the mmap read lock is held).
-                                && unsafe { core::ptr::eq((*f0).f_inode, (*f).f_inode) });
-                        (first.start() == base && same && o == 0).then_some(base)
-                    });
-                (Some(file), base)
-            };
-            (
-                start as u64,
-                vma.end() as u64,
-                file,
-                pgoff as u64,
-                base,
-                vdso,
-            )
+        let lock = mm.mmap_read_lock();
+        let vma = lock.vma_lookup(usize::try_from(pc).ok()?)?;
+        let start = vma.start();
+        let (f, pgoff) = file_and_pgoff(vma);
+        let vdso = f.is_null() && is_vdso(mm, start);
+        let (file, base) = if f.is_null() {
+            (None, vdso.then_some(start))
+        } else {
+            // SAFETY: `vm_file` is a valid file while the vma is; the
+            // reference taken keeps it valid after the lock.
+            let file: ARef<File> = unsafe { File::from_raw_file(f) }.into();
+            let base = pgoff
+                .checked_mul(bindings::PAGE_SIZE)
+                .and_then(|off| start.checked_sub(off))
+                .and_then(|base| {
+                    let first = lock.vma_lookup(base)?;
+                    let (f0, o) = file_and_pgoff(first);
+                    // The same file, or its inode mapped through
+                    // another open() (a MAP_FIXED remap of the code).
+                    let same = core::ptr::eq(f0, f)
+                        || (!f0.is_null()
+                            // SAFETY: Both files are valid while their
+                            // vmas are (the mmap read lock is held).
+                            && unsafe { core::ptr::eq((*f0).f_inode, (*f).f_inode) });
+                    (first.start() == base && same && o == 0).then_some(base)
+                });
+            (Some(file), base)
         };
-        let shared = match (&file, base) {
+        Some(Mapping {
+            start: start as u64,
+            end: vma.end() as u64,
+            file,
+            pgoff: pgoff as u64,
+            base,
+            vdso,
+        })
+    }
+
+    /// The tables of mapping `m`: its file's shared rows, and its hdr.
+    #[inline(never)]
+    fn tables_of<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        m: &Mapping,
+        ws: WordSize,
+    ) -> (Option<FileUse>, Option<Hdr>) {
+        let shared = match (&m.file, m.base) {
             (Some(f), Some(_)) if shared_enabled() => file_rows(r, f, ws, &mut self.files_found),
             _ => None,
         };
-        let hdr = match (&shared, base) {
+        let hdr = match (&shared, m.base) {
             (Some(u), _) => Some(u.0.hdr),
             (None, Some(base)) => {
                 let hdr =
@@ -1030,18 +1152,7 @@ impl<'a> TaskTables<'a> {
                 None
             }
         };
-        let g = self.inner.as_mut()?;
-        g.insert(Object {
-            start,
-            end,
-            file,
-            pgoff,
-            vdso,
-            hdr,
-            base: base.unwrap_or(0) as u64,
-            shared,
-            rows: Rows::default(),
-        })
+        (shared, hdr)
     }
 
     /// Count this walk's outcome (`stats`, the lookups, how it ended).
@@ -1091,52 +1202,76 @@ impl<'a> TaskTables<'a> {
     }
 }
 
-impl Tables for TaskTables<'_> {
-    fn row<M: UserBytes>(
+impl TaskTables<'_> {
+    /// [`Tables::row`] where [`Tables::known`] has no answer: the row of
+    /// `pc` compiled into the rows of its object (`self.last`, known), or
+    /// its file's.
+    #[inline(always)]
+    fn fill<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Answer {
+        let o = self.inner.as_ref()?.objects.get(self.last)?;
+        let hdr = o.hdr?;
+        if o.shared.is_some() && o.file.is_some() {
+            self.fill_shared(r, pc, ws, &hdr)
+        } else {
+            self.fill_own(r, pc, ws, &hdr)
+        }
+    }
+
+    /// [`TaskTables::fill`] into the rows of the object's file.  Out of
+    /// line, as [`TaskTables::fill_own`]: each frame, over the
+    /// compilation's, has only its own locals.
+    #[inline(never)]
+    fn fill_shared<M: UserBytes>(
         &mut self,
         r: &mut Reader<'_, M>,
         pc: u64,
         ws: WordSize,
-    ) -> Option<Result<Found, Cause>> {
-        let g = self.inner.as_ref()?;
-        if let Some(found) = g.memo.as_ref().and_then(|m| m.get(pc, ws)) {
+        hdr: &Hdr,
+    ) -> Answer {
+        let g: &mut Inner = self.inner.as_mut()?;
+        let o = g.objects.get(self.last)?;
+        let (Some(u), Some(file)) = (&o.shared, &o.file) else {
+            return None;
+        };
+        // The file's rows, at offsets from the object's base.
+        let f = &*u.0;
+        let rel = match ws {
+            WordSize::W8 => pc.wrapping_sub(o.base),
+            WordSize::W4 => pc.wrapping_sub(o.base) & 0xffff_ffff,
+        };
+        let rows = f.rows.lock();
+        // Another mm's walk may have compiled it since it was asked.
+        if let Some(found) = rows.lookup(rel) {
             self.hits = self.hits.saturating_add(1);
+            memo_put(&mut g.memo, pc, ws, found);
             return Some(Ok(found));
         }
-        let known = rows::object_of(&g.objects, self.last, pc, |o| (o.start, o.end));
-        let mut i = match known {
-            Some(i) => i,
-            None => self.add_object(r, pc, ws)?,
+        self.misses = self.misses.saturating_add(1);
+        let scratch = match scratch_of(&mut g.scratch) {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
         };
-        self.last = i;
+        let (res, evicted) = f.fill(rows, r, file, hdr, ws, rel, scratch);
+        self.evictions = self.evictions.saturating_add(evicted.into());
+        if let Ok(found) = res {
+            memo_put(&mut g.memo, pc, ws, found);
+        }
+        Some(res.map_err(|e| e.cause()))
+    }
+
+    /// [`TaskTables::fill`] into the object's own rows (the vDSO's, or an
+    /// object whose file's rows are not shared), within the mm's cap.
+    #[inline(never)]
+    fn fill_own<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        pc: u64,
+        ws: WordSize,
+        hdr: &Hdr,
+    ) -> Answer {
+        let mut i = self.last;
         let g: &mut Inner = self.inner.as_mut()?;
         let o = g.objects.get(i)?;
-        let hdr = o.hdr?;
-        if let (Some(u), Some(file)) = (&o.shared, &o.file) {
-            // The file's rows, at offsets from the object's base.
-            let f = &*u.0;
-            let rel = match ws {
-                WordSize::W8 => pc.wrapping_sub(o.base),
-                WordSize::W4 => pc.wrapping_sub(o.base) & 0xffff_ffff,
-            };
-            let rows = f.rows.lock();
-            if let Some(found) = rows.lookup(rel) {
-                self.hits = self.hits.saturating_add(1);
-                memo_put(&mut g.memo, pc, ws, found);
-                return Some(Ok(found));
-            }
-            self.misses = self.misses.saturating_add(1);
-            let scratch = match scratch_of(&mut g.scratch) {
-                Ok(s) => s,
-                Err(e) => return Some(Err(e)),
-            };
-            let (res, evicted) = f.fill(rows, r, file, &hdr, ws, rel, scratch);
-            self.evictions = self.evictions.saturating_add(evicted.into());
-            if let Ok(found) = res {
-                memo_put(&mut g.memo, pc, ws, found);
-            }
-            return Some(res.map_err(|e| e.cause()));
-        }
         if let Some(found) = o.rows.lookup(pc) {
             self.hits = self.hits.saturating_add(1);
             memo_put(&mut g.memo, pc, ws, found);
@@ -1165,13 +1300,67 @@ impl Tables for TaskTables<'_> {
             Ok(s) => s,
             Err(e) => return Some(Err(e)),
         };
-        let res = o.rows.fill(r, &hdr, ws, pc, scratch);
+        let res = o.rows.fill(r, hdr, ws, pc, scratch);
         let after = o.bytes();
         g.add_bytes(before, after);
         if let Ok(found) = res {
             memo_put(&mut g.memo, pc, ws, found);
         }
         Some(res.map_err(|e| e.cause()))
+    }
+}
+
+impl Tables for TaskTables<'_> {
+    #[inline]
+    fn row<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Answer {
+        if let Some(a) = self.known(pc, ws) {
+            return a;
+        }
+        let g = self.inner.as_ref()?;
+        if rows::object_of(&g.objects, self.last, pc, |o| (o.start, o.end)).is_none() {
+            self.last = self.add_object(r, pc, ws)?;
+            // Its rows may be its file's, compiled before.
+            if let Some(a) = self.known(pc, ws) {
+                return a;
+            }
+        }
+        self.fill(r, pc, ws)
+    }
+
+    /// `row`'s answer where it takes no work: the memo's, or the rows of
+    /// a known object (its own or its file's) where they hold the pc;
+    /// counted as `row` counts them.  An object's lookup or a compilation
+    /// is left to `row`, which the walk calls from a frame below its own.
+    #[inline]
+    fn known(&mut self, pc: u64, ws: WordSize) -> Option<Answer> {
+        let Some(g) = self.inner.as_mut() else {
+            return Some(None);
+        };
+        let found = match g.memo.as_ref().and_then(|m| m.get(pc, ws)) {
+            Some(found) => found,
+            None => {
+                let i = rows::object_of(&g.objects, self.last, pc, |o| (o.start, o.end))?;
+                self.last = i;
+                let o = g.objects.get(i)?;
+                if o.hdr.is_none() {
+                    return Some(None);
+                }
+                let found = match (&o.shared, &o.file) {
+                    (Some(u), Some(_)) => {
+                        let rel = match ws {
+                            WordSize::W8 => pc.wrapping_sub(o.base),
+                            WordSize::W4 => pc.wrapping_sub(o.base) & 0xffff_ffff,
+                        };
+                        u.0.rows.lock().lookup(rel)?
+                    }
+                    _ => o.rows.lookup(pc)?,
+                };
+                memo_put(&mut g.memo, pc, ws, found);
+                found
+            }
+        };
+        self.hits = self.hits.saturating_add(1);
+        Some(Some(Ok(found)))
     }
 
     fn bare(&self, pc: u64) -> Option<(u64, u64)> {

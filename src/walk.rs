@@ -99,27 +99,35 @@ pub(crate) fn current_regs() -> Option<UserRegs> {
     })
 }
 
-/// Where a walk of the current task by tables starts.
+/// How a walk of the current task by tables starts.
 #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
 enum Start {
-    /// By tables, from the walk made from the registers, of this word size.
-    Tables(rules::TableStart, WordSize),
-    /// By frame pointers only: a task with segment bases.
-    Fp(UserRegs),
+    /// By tables, a walk of this word size.
+    Tables(WordSize),
+    /// Walked by frame pointers (a task with segment bases): entries
+    /// written, and why the walk ended.
+    Walked(usize, Stop),
+    /// No user context.
+    None,
 }
 
-/// Where a walk of the current task by tables starts; `None` if it has no
-/// user context.  Out of line: the registers are in its frame, which has
-/// returned before the walk starts, so that only the walk made from them
-/// is on the stack under the walk.
+/// Start `tw`, a walk by tables of the current task (kept off the stack),
+/// from its registers; a task with segment bases is walked by frame
+/// pointers into `out` here, from the same registers (read once).  Out
+/// of line: the registers are in its frame, which has returned before a
+/// walk by tables begins.
 #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
 #[inline(never)]
-fn current_start() -> Option<Start> {
-    let regs = current_regs()?;
-    Some(match rules::TableStart::new(&regs) {
-        Some(start) => Start::Tables(start, regs.ws),
-        None => Start::Fp(regs),
-    })
+fn current_start(tw: &mut rules::TableWalk, out: &mut [u64]) -> Start {
+    let Some(regs) = current_regs() else {
+        return Start::None;
+    };
+    if tw.start(&regs) {
+        Start::Tables(regs.ws)
+    } else {
+        let (n, stop) = rules::walk(&regs, &mut CurrentUserMemory, out);
+        Start::Walked(n, stop)
+    }
 }
 
 /// Walk the current task's user stack into `out`; returns the number of
@@ -150,27 +158,29 @@ pub(crate) fn unwind_current_faultable(
     #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
     if crate::tables::enabled() && !out.is_empty() {
         if let Some(mm) = task.mm() {
-            // Borrowed where it was returned, not moved: a move is a
-            // second copy of the start on the stack under the walk.
-            match &mut current_start() {
-                Some(Start::Tables(start, ws)) => {
-                    let mut tables = crate::tables::TaskTables::new(mm, *ws);
-                    let mut stats = rules::TableStats::default();
-                    let (n, stop) = rules::walk_tables_from(
-                        start,
-                        &mut CurrentUserMemory,
-                        &mut tables,
-                        out,
-                        &mut stats,
-                    );
-                    tables.account(&stats, stop);
-                    return (n, Some(stop));
-                }
-                Some(Start::Fp(regs)) => {
-                    let (n, stop) = rules::walk(regs, &mut CurrentUserMemory, out);
-                    return (n, Some(stop));
-                }
-                None => return (0, None),
+            let mut tables = crate::tables::TaskTables::new(mm);
+            // The walk's state and counters are the mm's, off the stack.
+            if let Some(mut st) = tables.take_walk() {
+                let res = match current_start(&mut st.tw, out) {
+                    Start::Tables(ws) => {
+                        tables.begin(ws);
+                        let st = &mut *st;
+                        st.stats = rules::TableStats::default();
+                        let (n, stop) = rules::walk_tables_from(
+                            &mut st.tw,
+                            &mut CurrentUserMemory,
+                            &mut tables,
+                            out,
+                            &mut st.stats,
+                        );
+                        tables.account(&st.stats, stop);
+                        (n, Some(stop))
+                    }
+                    Start::Walked(n, stop) => (n, Some(stop)),
+                    Start::None => (0, None),
+                };
+                tables.put_walk(st);
+                return res;
             }
         }
     }

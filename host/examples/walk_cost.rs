@@ -199,6 +199,24 @@ impl Tables for Cache {
         Some(Ok(found))
     }
 
+    /// As the kernel's: the memo's or a known object's compiled rows'
+    /// answer, else left to `row`.
+    #[inline]
+    fn known(&mut self, pc: u64, ws: WordSize) -> Option<Option<Result<Found, Cause>>> {
+        if let Some(found) = self.memo.get(pc, ws) {
+            return Some(Some(Ok(found)));
+        }
+        let i = rows::object_of(&self.objects, self.last, pc, |o| (o.start, o.end))?;
+        self.last = i;
+        let o = self.objects.get(i)?;
+        if o.hdr.is_none() {
+            return Some(None);
+        }
+        let found = o.rows.lookup(pc)?;
+        self.memo.put(pc, ws, found);
+        Some(Some(Ok(found)))
+    }
+
     #[inline]
     fn memo(&self) -> Option<&PcMemo> {
         Some(&self.memo)
@@ -237,6 +255,11 @@ impl Tables for NoTables {
         _ws: WordSize,
     ) -> Option<Result<Found, Cause>> {
         None
+    }
+
+    /// As the kernel's for an object known to have no tables.
+    fn known(&mut self, _pc: u64, _ws: WordSize) -> Option<Option<Result<Found, Cause>>> {
+        Some(None)
     }
 
     fn bare(&self, _pc: u64) -> Option<(u64, u64)> {

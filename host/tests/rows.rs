@@ -963,6 +963,7 @@ fn hdr_of(mem: &mut Mem, ws: WordSize) -> Hdr {
 
 /// The walk's tables: one object, mapped everywhere, with its rows, as
 /// `cfi_live`'s `MapsTables` (and the kernel) keep them.
+#[derive(Clone)]
 struct OneObject {
     hdr: Hdr,
     rows: Rows,
@@ -974,6 +975,12 @@ struct OneObject {
     /// Frames the memo answered as usual rows (`Tables::memo`: the
     /// walk's run of usual frames).
     usual_hits: u32,
+    /// `Tables::known` answers nothing: every ask of the walk is left
+    /// pending and answered by `Tables::row` (see [`table_walk`]).
+    all_pending: bool,
+    /// Answers given, by `Tables::row` or `Tables::known` (each ask of a
+    /// walk is answered once, whichever answers it).
+    answers: u32,
 }
 
 impl OneObject {
@@ -984,7 +991,15 @@ impl OneObject {
             fills: 0,
             memo: Some(Box::new(PcMemo::empty())),
             usual_hits: 0,
+            all_pending: false,
+            answers: 0,
         }
+    }
+
+    /// The counts that tell how the walk asked: fills, memo hits and
+    /// answers.
+    fn counts(&self) -> (u32, u32, u32) {
+        (self.fills, self.usual_hits, self.answers)
     }
 }
 
@@ -995,6 +1010,7 @@ impl Tables for OneObject {
         pc: u64,
         ws: WordSize,
     ) -> Option<Result<Found, Cause>> {
+        self.answers += 1;
         if let Some(found) = self.memo.as_ref().and_then(|m| m.get(pc, ws)) {
             return Some(Ok(found));
         }
@@ -1012,6 +1028,26 @@ impl Tables for OneObject {
             m.put(pc, ws, found);
         }
         Some(Ok(found))
+    }
+
+    /// As the kernel's: the memo's or the compiled rows' answer, else
+    /// pending (nothing counted).
+    fn known(&mut self, pc: u64, ws: WordSize) -> Option<Option<Result<Found, Cause>>> {
+        if self.all_pending {
+            return None;
+        }
+        let found = match self.memo.as_ref().and_then(|m| m.get(pc, ws)) {
+            Some(found) => found,
+            None => {
+                let found = self.rows.lookup(pc)?;
+                if let Some(m) = self.memo.as_mut() {
+                    m.put(pc, ws, found);
+                }
+                found
+            }
+        };
+        self.answers += 1;
+        Some(Some(Ok(found)))
     }
 
     fn memo(&self) -> Option<&PcMemo> {
@@ -1142,27 +1178,71 @@ fn reference_walk(regs: &UserRegs, mem: &mut Mem, max: usize) -> (Outcome, Resul
     (o, first.unwrap_or(Err(Refusal::NoFde)))
 }
 
-/// `walk::walk_tables` over `mem` with `tables`.
-fn table_walk(
+/// Tables whose walk [`table_walk`] runs twice: as they are, and with
+/// every ask of the walk left pending ([`Tables::known`] answering
+/// nothing), so that each ask goes through `Tables::row` from
+/// `walk_tables_from`'s frame and the walk goes on with its answer.
+trait Twin: Tables + Clone {
+    fn all_pending(&mut self);
+    /// Counts of how the walk asked (fills, memo hits, answers).
+    fn counts(&self) -> (u32, u32, u32);
+}
+
+impl Twin for OneObject {
+    fn all_pending(&mut self) {
+        self.all_pending = true;
+    }
+    fn counts(&self) -> (u32, u32, u32) {
+        OneObject::counts(self)
+    }
+}
+
+impl Twin for Leave {
+    fn all_pending(&mut self) {
+        self.t.all_pending = true;
+    }
+    fn counts(&self) -> (u32, u32, u32) {
+        self.t.counts()
+    }
+}
+
+/// `walk::walk_tables` over `mem` with `tables`; the same walk with
+/// every ask left pending and answered by `Tables::row` (a copy of
+/// `tables`) must end the same: its trace, stop, every counter and read,
+/// and the tables' fills and memo hits.
+fn table_walk<T: Twin>(
     regs: &UserRegs,
     mem: &mut Mem,
-    tables: &mut impl Tables,
+    tables: &mut T,
     max: usize,
 ) -> (Outcome, TableStats) {
-    let mut out = vec![0u64; max];
-    let mut stats = TableStats::default();
-    let (n, stop) = walk::walk_tables(regs, mem, tables, &mut out, &mut stats);
-    out.truncate(n);
-    (
-        Outcome {
-            trace: out,
-            stop,
-            table_frames: stats.table_frames,
-            fp_frames: stats.fp_frames,
-            refused: stats.refused,
-        },
-        stats,
-    )
+    let walk_with = |mem: &mut Mem, tables: &mut T| {
+        let mut out = vec![0u64; max];
+        let mut stats = TableStats::default();
+        let (n, stop) = walk::walk_tables(regs, mem, tables, &mut out, &mut stats);
+        out.truncate(n);
+        (
+            Outcome {
+                trace: out,
+                stop,
+                table_frames: stats.table_frames,
+                fp_frames: stats.fp_frames,
+                refused: stats.refused,
+            },
+            stats,
+        )
+    };
+    let mut pending = tables.clone();
+    pending.all_pending();
+    let twin = walk_with(&mut mem.clone(), &mut pending);
+    let got = walk_with(mem, tables);
+    assert_eq!(twin, got, "every ask pending: another walk");
+    assert_eq!(
+        pending.counts(),
+        tables.counts(),
+        "every ask pending: other counts"
+    );
+    got
 }
 
 /// Which rules the probe FDE over the stack has (see [`walk_object`]).
@@ -1804,6 +1884,8 @@ fn pcs_without_fde_are_remembered() {
         fills: 0,
         memo: None,
         usual_hits: 0,
+        all_pending: false,
+        answers: 0,
     };
     for pc in [
         CODE - 1,
@@ -3012,6 +3094,7 @@ fn usual_run_ends_at_a_later_end_row() {
 /// the walk sees only from then on: the interrupted frame is stepped by
 /// the general step, the frames after it from the memo (if there is
 /// one), with that budget.
+#[derive(Clone)]
 struct Leave {
     t: OneObject,
     leave: Option<u32>,
@@ -3031,12 +3114,74 @@ impl Tables for Leave {
         self.t.row(r, pc, ws)
     }
 
+    fn known(&mut self, pc: u64, ws: WordSize) -> Option<Option<Result<Found, Cause>>> {
+        // The first ask charges the budget: `row`'s.
+        if self.leave.is_some() {
+            return None;
+        }
+        self.t.known(pc, ws)
+    }
+
     fn memo(&self) -> Option<&PcMemo> {
         self.leave.map_or(self.t.memo(), |_| None)
     }
 
     fn memo_hits(&mut self, n: u32) {
         self.t.memo_hits(n);
+    }
+}
+
+/// [`OneObject`] whose `Tables::row` uses up the walk's read budget
+/// after its work (as a compilation that took the last reads would).
+#[derive(Clone)]
+struct UseUp(OneObject);
+
+impl Tables for UseUp {
+    fn row<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        pc: u64,
+        ws: WordSize,
+    ) -> Option<Result<Found, Cause>> {
+        let a = self.0.row(r, pc, ws);
+        assert!(r.charge(r.left()));
+        a
+    }
+}
+
+/// A step whose ask was left pending goes on with `Tables::row`'s answer
+/// even where the work took the last reads of the walk's budget: the
+/// step had passed the budget's check before it asked, as when the work
+/// is done under the step.  So the interrupted frame's usual row is
+/// applied and refused for want of reads (`Cause::Bound`), and the walk
+/// ends at the frame pointer, below the stack: the budget is not
+/// reported exhausted, and no frame is stepped by the tables.
+#[test]
+fn a_pending_step_goes_on_when_its_work_took_the_last_reads() {
+    for ws in [WordSize::W8, WordSize::W4] {
+        let ra = Arch::of(ws).ra as u8;
+        let c = end_chain(ws, CIE_USUAL, vec![0x07, ra], 3, STACK + 0x10);
+        let mut m = c.mem.clone();
+        let mut t = UseUp(OneObject::new(&mut m, ws));
+        let mut out = vec![0u64; 16];
+        let mut stats = TableStats::default();
+        let (n, stop) = walk::walk_tables(&c.regs, &mut m, &mut t, &mut out, &mut stats);
+        assert_eq!((n, stop), (1, Stop::FramePointerBelowStack), "{ws:?}");
+        assert_eq!(out[0], c.trace[0]);
+        assert_eq!(t.0.fills, 1);
+        let mut refused = [0; Cause::COUNT];
+        refused[Cause::Bound as usize] = 1;
+        assert_eq!(
+            stats,
+            TableStats {
+                fp_frames: 0,
+                refused,
+                refusals: 1,
+                reads: walk::MAX_TABLE_READS,
+                ..TableStats::default()
+            },
+            "{ws:?}"
+        );
     }
 }
 

@@ -447,6 +447,16 @@ impl<'a, M: UserBytes> Reader<'a, M> {
         }
     }
 
+    /// A reader that may do `limit` reads in all, of which `reads` are
+    /// done (a walk's reader made again where the walk goes on).
+    pub fn with_reads(mem: &'a mut M, limit: u32, reads: u32) -> Self {
+        Reader {
+            mem,
+            reads: reads.min(limit),
+            limit,
+        }
+    }
+
     /// Reads done so far.
     pub fn reads(&self) -> u32 {
         self.reads

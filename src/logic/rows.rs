@@ -463,13 +463,28 @@ pub trait Store<T> {
     fn reserve(&mut self, _n: usize) -> bool {
         true
     }
+    /// Append `n` copies of `v`; `false` (and nothing appended) if there
+    /// is no room.
+    fn extend(&mut self, n: usize, v: T) -> bool
+    where
+        T: Clone,
+    {
+        let len = self.items().len();
+        for _ in 0..n {
+            if !self.push(v.clone()) {
+                self.truncate(len);
+                return false;
+            }
+        }
+        true
+    }
 }
 
 /// The compiled rows of one object: its FDEs met so far, sorted by first
 /// pc, and their rows; and the probes of its `.eh_frame_hdr` table made
 /// so far.  One object's: [`ObjectRows::fill`] is given the same hdr and
 /// word size every time.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct ObjectRows<F, R, P> {
     /// The FDEs compiled, sorted by `begin`.
     pub fdes: F,
@@ -551,6 +566,7 @@ const DRAP: u64 = NOT_USUAL | END;
 ///
 /// All zeroes is an empty memo (the kernel allocates it zeroed, in place:
 /// at 32 bytes a slot, 8 KiB, it is too large for the stack).
+#[derive(Clone)]
 #[repr(C)]
 pub struct PcMemo {
     sets: [[MemoSlot; MEMO_WAYS]; MEMO_SETS],
@@ -719,32 +735,52 @@ enum FdeOrNone {
     None(u64, Refusal),
 }
 
-/// Collects an FDE's rows into a [`Store`].
-struct Collect<'a, R: Store<PackedRow>> {
-    rows: &'a mut R,
-    begin: u64,
-    arch: cfi::Arch,
+/// Rows made in an object's store before an FDE is compiled, for the
+/// compilation to put its rows in: an FDE with more rows is compiled
+/// again with room made for the rest ([`ObjectRows::insert`]).
+pub const ROW_ROOM: usize = 64;
+
+/// Collects an FDE's rows into room made for them in the store before
+/// the compilation: nothing under the interpreter allocates (nor reaches
+/// an allocation's failure paths).  Rows past the room are counted, not
+/// kept; a second compilation, whose first `skip` rows the first one
+/// kept, keeps them.
+struct Collect<'a> {
+    room: &'a mut [PackedRow],
+    /// Rows put in `room`.
+    kept: usize,
+    /// The FDE's rows so far (the same ones each time it is compiled).
     count: usize,
+    /// Rows an earlier compilation of the FDE kept.
+    skip: usize,
+    /// The previous row (of this FDE).
+    prev: Option<PackedRow>,
+    begin: u64,
+    ws: WordSize,
 }
 
-impl<R: Store<PackedRow>> cfi::RowSink for Collect<'_, R> {
+impl cfi::RowSink for Collect<'_> {
     fn row(&mut self, loc: u64, row: Result<&Row, Refusal>) -> Result<(), Refusal> {
         let start = loc
             .checked_sub(self.begin)
             .and_then(|off| u32::try_from(off).ok())
             .ok_or(Refusal::Bound(Bound::Memory))?;
-        let packed = PackedRow::pack_ref(start, row, self.arch);
+        let packed = PackedRow::pack_ref(start, row, cfi::Arch::of(self.ws));
         // Rows whose rules are the same as the previous one's add nothing.
-        let len = self.rows.items().len();
-        if self.count > 0 {
-            if let Some(prev) = self.rows.items().get(len.wrapping_sub(1)) {
-                if (PackedRow { start, ..*prev }) == packed {
-                    return Ok(());
-                }
+        if let Some(prev) = self.prev {
+            if (PackedRow { start, ..prev }) == packed {
+                return Ok(());
             }
         }
-        if self.count >= MAX_FDE_ROWS || !self.rows.push(packed) {
+        if self.count >= MAX_FDE_ROWS {
             return Err(Refusal::Bound(Bound::Memory));
+        }
+        self.prev = Some(packed);
+        if self.count >= self.skip {
+            if let Some(slot) = self.room.get_mut(self.kept) {
+                *slot = packed;
+                self.kept += 1;
+            }
         }
         self.count += 1;
         Ok(())
@@ -778,6 +814,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
     /// refused.  A [`cfi::transient`] refusal is returned and nothing is
     /// remembered.  The interpreter's state is kept in `scratch` (see
     /// [`cfi::compile`]).
+    #[inline(always)]
     pub fn fill<M: UserBytes>(
         &mut self,
         r: &mut Reader<'_, M>,
@@ -786,6 +823,24 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         pc: u64,
         scratch: &mut cfi::Scratch,
     ) -> Result<Found, Refusal> {
+        let what = self.find(r, hdr, ws, pc, scratch)?;
+        self.insert(r, &what, ws, scratch)?;
+        self.lookup(pc).ok_or(Refusal::Bound(Bound::Memory))
+    }
+
+    /// The FDE of `pc`, read into `scratch`, or why there is none; `Err`
+    /// for a [`cfi::transient`] refusal.  Out of line: the search's
+    /// frame is not in [`ObjectRows::fill`]'s, which is under the
+    /// compilation (docs/design.md, "Stack use").
+    #[inline(never)]
+    fn find<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        hdr: &Hdr,
+        ws: WordSize,
+        pc: u64,
+        scratch: &mut cfi::Scratch,
+    ) -> Result<FdeOrNone, Refusal> {
         if self.probes.items().is_empty()
             && hdr.count > cfi::PROBE_SLOTS as u64
             && self.probes.reserve(cfi::PROBE_SLOTS)
@@ -798,13 +853,12 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
                 }
             }
         }
-        // The FDE is read into the scratch: not on this frame, which is
-        // on the compilation's path (docs/design.md, "Stack use").
+        // The FDE is read into the scratch: not on this frame.
         let fde =
             cfi::search_range(r, hdr, ws, pc, self.probes.items_mut()).and_then(|(at, found)| {
                 cfi::read_fde_into(r, hdr.eh_frame, at, ws, scratch).map(|()| found)
             });
-        let what = match fde {
+        Ok(match fde {
             Ok(found) if scratch.fde().pc_begin <= pc && pc < scratch.fde().pc_end => {
                 FdeOrNone::Fde(found)
             }
@@ -812,9 +866,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
             Ok(_) => FdeOrNone::None(pc, Refusal::NoFde),
             Err(e) if cfi::transient(e) => return Err(e),
             Err(e) => FdeOrNone::None(pc, e),
-        };
-        self.insert(r, &what, ws, scratch)?;
-        self.lookup(pc).ok_or(Refusal::Bound(Bound::Memory))
+        })
     }
 
     /// Compile `fde` (or remember a pc as refused) and insert it.
@@ -827,7 +879,6 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
     ) -> Result<(), Refusal> {
         let first = self.rows.items().len();
         let first32 = u32::try_from(first).map_err(|_| Refusal::Bound(Bound::Memory))?;
-        let arch = cfi::Arch::of(ws);
         let (begin, end, signal) = match fde {
             FdeOrNone::Fde((from, to)) => {
                 let f = scratch.fde();
@@ -835,13 +886,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
                 if pc_end.wrapping_sub(pc_begin) > u64::from(u32::MAX) {
                     return Err(Refusal::Bound(Bound::Memory));
                 }
-                let mut sink = Collect {
-                    rows: &mut self.rows,
-                    begin: pc_begin,
-                    arch,
-                    count: 0,
-                };
-                if let Err(e) = cfi::compile_read(r, ws, &mut sink, scratch) {
+                if let Err(e) = self.compile(r, ws, pc_begin, scratch) {
                     self.rows.truncate(first);
                     return Err(e);
                 }
@@ -890,6 +935,52 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
             tail.rotate_right(1);
         }
         Ok(())
+    }
+
+    /// Compile the FDE read into `scratch` (whose first pc is `begin`),
+    /// its rows appended to the store: in room made before the
+    /// compilation ([`ROW_ROOM`] rows; [`Collect`]), and where the FDE has
+    /// more, compiled again with room made for the rest.  On `Err` the
+    /// caller drops what was appended.
+    #[inline(always)]
+    fn compile<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        ws: WordSize,
+        begin: u64,
+        scratch: &mut cfi::Scratch,
+    ) -> Result<(), Refusal> {
+        let first = self.rows.items().len();
+        let (mut kept, mut room) = (0, ROW_ROOM);
+        // Twice at most: the second compilation has room for every row
+        // the first counted.
+        for _ in 0..2 {
+            let at = first + kept;
+            if !self.rows.extend(room, PackedRow::default()) {
+                return Err(Refusal::Bound(Bound::Memory));
+            }
+            let mut sink = Collect {
+                room: self.rows.items_mut().get_mut(at..).unwrap_or_default(),
+                kept: 0,
+                count: 0,
+                skip: kept,
+                prev: None,
+                begin,
+                ws,
+            };
+            let res = cfi::compile_read(r, ws, &mut sink, scratch);
+            let (count, now) = (sink.count, sink.kept);
+            self.rows.truncate(at + now);
+            res?;
+            kept += now;
+            if kept == count {
+                return Ok(());
+            }
+            room = count.saturating_sub(kept);
+        }
+        // The second compilation read rows the first did not (the
+        // FDE's bytes changed under it): not remembered.
+        Err(Refusal::Bound(Bound::Memory))
     }
 
     /// Keep of the rows from `first` on (one FDE's) those for the `len`

@@ -358,6 +358,11 @@ fn fill(
     Ok(())
 }
 
+/// What [`Tables::row`] answers for a pc: its compiled row and whether
+/// its FDE is a signal frame's; `None` if no object with usable tables
+/// maps the pc; the cause if the tables give no usable row for it.
+pub type Answer = Option<Result<Found, Cause>>;
+
 /// The unwind tables of the objects a walk by tables meets, compiled
 /// ([`super::rows`]).
 pub trait Tables {
@@ -365,13 +370,25 @@ pub trait Tables {
     /// `None` if no object with usable tables maps `pc`, the cause if the
     /// tables give no usable row for it.  Every user read it does (object
     /// lookups, compiling an FDE) goes through `r`, the walk's reader, and
-    /// counts against the walk's budget.
-    fn row<M: cfi::UserBytes>(
-        &mut self,
-        r: &mut Reader<'_, M>,
-        pc: u64,
-        ws: WordSize,
-    ) -> Option<Result<Found, Cause>>;
+    /// counts against the walk's budget.  The walk calls it from
+    /// [`walk_tables_from`]'s frame, below the walk's, for a pc whose
+    /// [`Tables::known`] was `None`.
+    fn row<M: cfi::UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Answer;
+
+    /// What [`Tables::row`] would answer for `pc`, if the tables have it
+    /// without any work (no user read, no object lookup, no compilation:
+    /// the pc's object known and its row compiled, or remembered as
+    /// refused), counted as [`Tables::row`] counts that answer; `None`
+    /// (nothing counted) if the answer needs work.  The walk asks this at
+    /// its steps, and where it is `None` returns to [`walk_tables_from`]
+    /// to have [`Tables::row`] do the work and goes on where it was
+    /// ([`TableWalk`]): the frames of the lookups and compilations are
+    /// never on the stack above the walk's.  By default nothing is known
+    /// without work: every ask goes to [`Tables::row`].
+    fn known(&mut self, pc: u64, ws: WordSize) -> Option<Answer> {
+        let _ = (pc, ws);
+        None
+    }
 
     /// After [`Tables::row`] answered `None` for `pc`: the pcs `[start,
     /// end)` around it that have no tables either (the mapping of an
@@ -463,138 +480,317 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
     out: &mut [u64],
     stats: &mut TableStats,
 ) -> (usize, Stop) {
-    match TableStart::new(regs) {
-        Some(mut start) => walk_tables_from(&mut start, mem, tables, out, stats),
+    match TableWalk::new(regs) {
+        Some(mut tw) => walk_tables_from(&mut tw, mem, tables, out, stats),
         None => walk(regs, mem, out),
     }
 }
 
-/// Where a [`walk_tables`] starts: the walk made from the registers, and
-/// `%rbx`.  A caller that makes it in a frame of its own, which has
-/// returned before the walk, and walks from it by [`walk_tables_from`]
-/// has one copy of the registers on the stack under the walk, not two
-/// (the registers and the walk made from them).
-pub struct TableStart {
+/// A walk by tables ([`walk_tables`]) that can leave its step and go on
+/// with it: the walk made from the registers, the table walk's frame
+/// beyond it, the reads done, and the answers of the step it is at.
+///
+/// Where a step's [`Tables::known`] has no answer, [`TableWalk::run`]
+/// returns with the ask pending, [`walk_tables_from`] has [`Tables::row`]
+/// do the work (an object lookup, a compilation) in a frame below the
+/// walk's, and runs the walk again: it goes on at the same step, with
+/// that answer, as if [`Tables::row`] had answered at once.  The walk's
+/// outcome, counters and reads are the same whichever asks go pending,
+/// none or all (the host tests walk every case both ways).
+///
+/// A caller that makes it in a frame of its own, which has returned
+/// before the walk, and walks from it by [`walk_tables_from`] has one
+/// copy of the registers on the stack under the walk, not two (the
+/// registers and the walk made from them).
+pub struct TableWalk {
     w: Walk,
-    bx: u64,
+    t: TableFrame,
+    /// Pcs known to have no tables ([`Tables::bare`]): their frames go
+    /// straight to the frame-pointer step.
+    bare: (u64, u64),
+    /// `out[nr]` holds the current frame's ip.
+    nr: usize,
+    /// User reads done by the walk's table work so far.
+    reads: u32,
+    /// The answers the current step's asks got (the pc's row; then, at a
+    /// return address no FDE covers, the return address's own), kept
+    /// while a later ask of the step is pending, or given by
+    /// [`Tables::row`] to an ask that was; `None` when the step has not
+    /// asked.
+    got: [Option<Answer>; 2],
+    /// The ask left pending: its index in `got`, and its pc.
+    pending: Option<(usize, u64)>,
 }
 
-impl TableStart {
-    /// The start of a walk by tables from `regs`; `None` for a task with
-    /// segment bases (compat with LDT segments), which [`walk_tables`]
-    /// walks by frame pointers only: the tables hold linear addresses.
-    pub fn new(regs: &UserRegs) -> Option<Self> {
-        if regs.cs_base != 0 || regs.ss_base != 0 {
-            return None;
+/// How a [`TableWalk::run`] ended.
+enum Ran {
+    /// The walk ended: entries written, and why.
+    Done((usize, Stop)),
+    /// A step's ask needs [`Tables::row`] ([`TableWalk::pending`]).
+    Pending,
+}
+
+impl TableWalk {
+    /// A walk that has not started: [`TableWalk::start`] starts it.
+    pub const IDLE: TableWalk = {
+        let rule = FrameRule::new(0, 0, 0, false);
+        TableWalk {
+            w: Walk {
+                ip: 0,
+                sp: 0,
+                fp: 0,
+                ws: WordSize::W8,
+                topmost: true,
+                at_function_entry: false,
+                cs_base: 0,
+                ss_base: 0,
+                user_limit: 0,
+                fp_frame: rule,
+                entry_frame: rule,
+            },
+            t: TableFrame {
+                fp_known: true,
+                ip_is_ra: false,
+                bx: cfi::Saved::Unknown,
+            },
+            bare: (0, 0),
+            nr: 0,
+            reads: 0,
+            got: [None; 2],
+            pending: None,
         }
-        Some(TableStart {
-            w: Walk::new(regs),
-            bx: regs.bx,
-        })
+    };
+
+    /// The walk by tables from `regs`; `None` for a task with segment
+    /// bases (compat with LDT segments), which [`walk_tables`] walks by
+    /// frame pointers only: the tables hold linear addresses.
+    pub fn new(regs: &UserRegs) -> Option<Self> {
+        let mut tw = Self::IDLE;
+        tw.start(regs).then_some(tw)
+    }
+
+    /// [`TableWalk::new`] in place (in a walk that is kept off the stack):
+    /// `false`, and the walk left as it was, for a task with segment
+    /// bases.
+    pub fn start(&mut self, regs: &UserRegs) -> bool {
+        if regs.cs_base != 0 || regs.ss_base != 0 {
+            return false;
+        }
+        self.w = Walk::new(regs);
+        self.t = TableFrame {
+            fp_known: true,
+            ip_is_ra: false,
+            bx: cfi::Saved::Value(regs.bx),
+        };
+        self.bare = (0, 0);
+        self.nr = 0;
+        self.reads = 0;
+        self.got = [None; 2];
+        self.pending = None;
+        true
+    }
+
+    /// The step's ask `i`, for `pc`: the answer it got if it has one,
+    /// else [`Tables::known`]'s, kept; `Err` (the ask left pending) if
+    /// the tables have none without work.
+    #[inline]
+    fn ask(&mut self, tables: &mut impl Tables, i: usize, pc: u64) -> Result<Answer, Pending> {
+        let slot = self.got.get_mut(i).ok_or(Pending)?;
+        if let Some(a) = *slot {
+            return Ok(a);
+        }
+        match tables.known(pc, self.w.ws) {
+            Some(a) => {
+                *slot = Some(a);
+                Ok(a)
+            }
+            None => {
+                self.pending = Some((i, pc));
+                Err(Pending)
+            }
+        }
+    }
+
+    /// The pending ask answered by [`Tables::row`], through a reader of
+    /// what is left of the walk's budget, for the next [`TableWalk::run`]:
+    /// in [`walk_tables_from`]'s frame, where the walk's was (its work
+    /// under it; docs/design.md, "Stack use").
+    #[inline(always)]
+    fn settle<M: UserMemory + cfi::UserBytes>(&mut self, mem: &mut M, tables: &mut impl Tables) {
+        let Some((i, pc)) = self.pending.take() else {
+            return;
+        };
+        let mut r = Reader::with_reads(mem, MAX_TABLE_READS, self.reads);
+        let a = tables.row(&mut r, pc, self.w.ws);
+        self.reads = r.reads();
+        if let Some(slot) = self.got.get_mut(i) {
+            *slot = Some(a);
+        }
+    }
+
+    /// The walk from where it is, into `out`: [`Ran::Done`] when it ends,
+    /// [`Ran::Pending`] when a step needs [`Tables::row`].  A run that
+    /// goes on with a step (its first ask answered) does not try the
+    /// memo's run nor the budget first: the step had done that before it
+    /// asked.  Out of line: its frame is the walk's, which
+    /// [`TableWalk::settle`]'s replaces.
+    #[inline(never)]
+    fn run<M: UserMemory + cfi::UserBytes>(
+        &mut self,
+        mem: &mut M,
+        tables: &mut impl Tables,
+        out: &mut [u64],
+        stats: &mut TableStats,
+    ) -> Ran {
+        let mut r = Reader::with_reads(mem, MAX_TABLE_READS, self.reads);
+        let ran = self.frames(&mut r, tables, out, stats);
+        self.reads = r.reads();
+        ran
+    }
+
+    /// [`TableWalk::run`]'s loop over the frames.
+    #[inline(always)]
+    fn frames<M: UserMemory + cfi::UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        tables: &mut impl Tables,
+        out: &mut [u64],
+        stats: &mut TableStats,
+    ) -> Ran {
+        let last = match out.len().checked_sub(1) {
+            Some(last) => last,
+            None => return Ran::Done((0, Stop::Full)),
+        };
+        if let Some(slot) = out.get_mut(self.nr) {
+            *slot = self.w.ip();
+        }
+        let fp_pair = Shape::of(&self.w.fp_frame, self.w.ws) == Shape::FP_PAIR;
+        loop {
+            let nr = self.nr;
+            if nr >= last {
+                return Ran::Done((nr + 1, Stop::Full));
+            }
+            let w = &mut self.w;
+            let t = &mut self.t;
+            let pc = if t.ip_is_ra {
+                w.ip.wrapping_sub(1)
+            } else {
+                w.ip
+            };
+            let bare = self.bare;
+            if bare.0 <= pc && pc < bare.1 {
+                stats.no_tables = stats.no_tables.saturating_add(1);
+                if t.fp_known && fp_pair && !w.topmost {
+                    // A run of frames in a mapping without tables (a
+                    // static binary): the frame-pointer walk's own loop,
+                    // the rule a constant, while the frames stay in it.
+                    match bare_run(w, r, out, &mut self.nr, last, bare, stats) {
+                        Ok(()) => {
+                            t.ip_is_ra = true;
+                            t.bx = cfi::Saved::Unknown;
+                            continue;
+                        }
+                        Err(res) => return Ran::Done(res),
+                    }
+                }
+            } else {
+                // A step that asked goes on; else the memo's run first.
+                let goes_on = self.got[0].is_some();
+                let run = if goes_on {
+                    Run::Ask
+                } else if w.ws == WordSize::W8 {
+                    usual_run::<true, M>(w, t, r, tables, out, &mut self.nr, stats)
+                } else {
+                    usual_run::<false, M>(w, t, r, tables, out, &mut self.nr, stats)
+                };
+                match run {
+                    Run::Moved => continue,
+                    Run::Stop(res) => return Ran::Done(res),
+                    Run::Refused => {}
+                    Run::Ask => {
+                        let step = table_step(self, r, tables, stats, pc, goes_on);
+                        let Ok(step) = step else {
+                            return Ran::Pending;
+                        };
+                        self.got = [None; 2];
+                        match step {
+                            Some(Ok(())) => {
+                                self.nr += 1;
+                                if let Some(slot) = out.get_mut(self.nr) {
+                                    *slot = self.w.ip();
+                                }
+                                continue;
+                            }
+                            Some(Err(stop)) => return Ran::Done((nr + 1, stop)),
+                            None => {}
+                        }
+                        if let Some(range) = tables.bare(pc) {
+                            self.bare = range;
+                        }
+                    }
+                }
+            }
+            // A memo's run that refused may have stepped frames first.
+            let nr = self.nr;
+            let w = &mut self.w;
+            let t = &mut self.t;
+            if !t.fp_known {
+                return Ran::Done((nr + 1, Stop::FpUnknown));
+            }
+            // The arch's usual frame-pointer frame (every frame but the
+            // topmost) by the step specialised for it, as `walk` does.
+            let stepped = if fp_pair && !w.topmost {
+                let rule = w.fp_frame;
+                w.step_shaped(&rule, Shape::FP_PAIR, r.mem())
+            } else {
+                w.next(r.mem())
+            };
+            if let Err(stop) = stepped {
+                return Ran::Done((nr + 1, stop));
+            }
+            stats.fp_frames = stats.fp_frames.saturating_add(1);
+            t.ip_is_ra = true;
+            t.bx = cfi::Saved::Unknown;
+            self.nr = nr + 1;
+            if let Some(slot) = out.get_mut(self.nr) {
+                *slot = w.ip();
+            }
+        }
     }
 }
 
-/// [`walk_tables`] from `start` (which it uses up: the walk moves it).
+/// An ask of a step that [`Tables::known`] could not answer: the walk
+/// leaves the step for [`Tables::row`] ([`TableWalk`]).
+struct Pending;
+
+/// [`walk_tables`] from `tw`, which it uses up.  Each ask of a step that
+/// the tables cannot answer without work ([`Tables::known`]) is answered
+/// by [`Tables::row`] from this frame, where the walk has returned to,
+/// and the walk goes on with it.
+///
+/// Bounded: a step asks at most twice, and each ask is left pending at
+/// most once (its answer is kept for the step); each step ends with the
+/// walk one frame further, or ended.  So a walk leaves its steps at most
+/// twice per entry of `out`.
 pub fn walk_tables_from<M: UserMemory + cfi::UserBytes>(
-    start: &mut TableStart,
+    tw: &mut TableWalk,
     mem: &mut M,
     tables: &mut impl Tables,
     out: &mut [u64],
     stats: &mut TableStats,
 ) -> (usize, Stop) {
-    let w = &mut start.w;
-    let mut t = TableFrame {
-        fp_known: true,
-        ip_is_ra: false,
-        bx: cfi::Saved::Value(start.bx),
-    };
-    let mut r = Reader::with_limit(mem, MAX_TABLE_READS);
-    let Some(first) = out.first_mut() else {
-        return (0, Stop::Full);
-    };
-    *first = w.ip();
-    let last = out.len() - 1;
-    // Pcs known to have no tables (`Tables::bare`): their frames go
-    // straight to the frame-pointer step.
-    let mut bare = (0u64, 0u64);
-    let fp_pair = Shape::of(&w.fp_frame, w.ws) == Shape::FP_PAIR;
-    // `out[nr]` holds the current frame's ip.
-    let mut nr = 0;
-    let res = loop {
-        if nr >= last {
-            break (nr + 1, Stop::Full);
-        }
-        let pc = if t.ip_is_ra {
-            w.ip.wrapping_sub(1)
-        } else {
-            w.ip
-        };
-        if bare.0 <= pc && pc < bare.1 {
-            stats.no_tables = stats.no_tables.saturating_add(1);
-            if t.fp_known && fp_pair && !w.topmost {
-                // A run of frames in a mapping without tables (a static
-                // binary): the frame-pointer walk's own loop, the rule a
-                // constant, while the frames stay in it.
-                match bare_run(w, &mut r, out, &mut nr, last, bare, stats) {
-                    Ok(()) => {
-                        t.ip_is_ra = true;
-                        t.bx = cfi::Saved::Unknown;
-                        continue;
-                    }
-                    Err(res) => break res,
-                }
+    let runs = out.len().saturating_mul(2).saturating_add(1);
+    let mut res = (tw.nr.saturating_add(1).min(out.len()), Stop::Full);
+    for _ in 0..runs {
+        match tw.run(mem, tables, out, stats) {
+            Ran::Done(done) => {
+                res = done;
+                break;
             }
-        } else {
-            let run = if w.ws == WordSize::W8 {
-                usual_run::<true, M>(w, &mut t, &mut r, tables, out, &mut nr, stats)
-            } else {
-                usual_run::<false, M>(w, &mut t, &mut r, tables, out, &mut nr, stats)
-            };
-            match run {
-                Run::Moved => continue,
-                Run::Stop(res) => break res,
-                Run::Refused => {}
-                Run::Ask => {
-                    match table_step(w, &mut t, &mut r, tables, stats, pc) {
-                        Some(Ok(())) => {
-                            nr += 1;
-                            if let Some(slot) = out.get_mut(nr) {
-                                *slot = w.ip();
-                            }
-                            continue;
-                        }
-                        Some(Err(stop)) => break (nr + 1, stop),
-                        None => {}
-                    }
-                    if let Some(range) = tables.bare(pc) {
-                        bare = range;
-                    }
-                }
-            }
+            Ran::Pending => tw.settle(mem, tables),
         }
-        if !t.fp_known {
-            break (nr + 1, Stop::FpUnknown);
-        }
-        // The arch's usual frame-pointer frame (every frame but the
-        // topmost) by the step specialised for it, as `walk` does.
-        let stepped = if fp_pair && !w.topmost {
-            let rule = w.fp_frame;
-            w.step_shaped(&rule, Shape::FP_PAIR, r.mem())
-        } else {
-            w.next(r.mem())
-        };
-        if let Err(stop) = stepped {
-            break (nr + 1, stop);
-        }
-        stats.fp_frames = stats.fp_frames.saturating_add(1);
-        t.ip_is_ra = true;
-        t.bx = cfi::Saved::Unknown;
-        nr += 1;
-        if let Some(slot) = out.get_mut(nr) {
-            *slot = w.ip();
-        }
-    };
-    stats.reads = r.reads();
+    }
+    stats.reads = tw.reads;
     res
 }
 
@@ -867,28 +1063,31 @@ fn end_cfa(sp: u64, fp: u64, cfa_fp: bool, off: u32, ws: WordSize) -> Result<(),
 
 /// One step of [`walk_tables`] by the tables: `None` if there are none
 /// for the frame or they refuse it (then the caller tries the frame
-/// pointer), else the step's outcome.
+/// pointer), else the step's outcome; `Err` if an ask is left pending
+/// ([`TableWalk::ask`]).  A step that goes on (`goes_on`: its first ask
+/// answered) does not check the budget again: it had passed the check
+/// before it asked.
 #[inline]
 fn table_step<M: UserMemory + cfi::UserBytes>(
-    w: &mut Walk,
-    t: &mut TableFrame,
+    tw: &mut TableWalk,
     r: &mut Reader<'_, M>,
     tables: &mut impl Tables,
     stats: &mut TableStats,
     pc: u64,
-) -> Option<Result<(), Stop>> {
-    if r.exhausted() {
+    goes_on: bool,
+) -> Result<Option<Result<(), Stop>>, Pending> {
+    if !goes_on && r.exhausted() {
         stats.budget_exhausted = true;
-        return None;
+        return Ok(None);
     }
-    let (row, signal) = match tables.row(r, pc, w.ws) {
+    let (row, signal) = match tw.ask(tables, 0, pc)? {
         None => {
             stats.no_tables = stats.no_tables.saturating_add(1);
-            return None;
+            return Ok(None);
         }
         Some(Err(cause)) => {
             stats.refuse(cause);
-            return None;
+            return Ok(None);
         }
         // A return address that no FDE covers the byte before, at the
         // first pc of a signal frame's FDE: a handler's return into a
@@ -897,14 +1096,15 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
         // nop, so that `pc - 1` finds it, as unwinders look up a return
         // address).  No call returns to a trampoline, so its rows are
         // the frame's.  Else the refused row is refused as any.
-        Some(Ok((row, _))) if t.ip_is_ra && row.refusal() == Some(Cause::NoFde) => {
-            match tables.row(r, w.ip, w.ws) {
+        Some(Ok((row, _))) if tw.t.ip_is_ra && row.refusal() == Some(Cause::NoFde) => {
+            match tw.ask(tables, 1, tw.w.ip)? {
                 Some(Ok(found @ (_, true))) => found,
                 _ => (row, false),
             }
         }
         Some(Ok(found)) => found,
     };
+    let (w, t) = (&mut tw.w, &mut tw.t);
     let step = match row.usual(w.ws) {
         Some(u) => {
             let fp = t.fp_known.then_some(w.fp);
@@ -918,10 +1118,10 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
             })
         }),
     };
-    match step {
+    Ok(match step {
         Ok(Some((ip, sp, fp, bx))) => {
             if ip >= w.user_limit {
-                return Some(Err(Stop::NotUser));
+                return Ok(Some(Err(Stop::NotUser)));
             }
             enter(w, t, (ip, sp, fp, bx), !signal);
             stats.table_frames = stats.table_frames.saturating_add(1);
@@ -932,7 +1132,7 @@ fn table_step<M: UserMemory + cfi::UserBytes>(
             stats.refuse(cause);
             None
         }
-    }
+    })
 }
 
 /// A table step's caller: its ip, stack pointer (the CFA), frame pointer
