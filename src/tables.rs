@@ -519,11 +519,25 @@ fn file_rows<M: UserBytes>(
     }
     // On the heap: not in the frames of the lookup's path.
     let mut layout = KBox::init(elf::Layout::init_zeroed(), GFP_KERNEL_ACCOUNT).ok()?;
-    if file_layout(r, file, ws, &mut layout).is_none() || layout.nr_loads > elf::MAX_LOADS {
+    let found_layout = {
+        let mut fb = FileBytes::new(file, None);
+        let mut fr = Reader::with_limit(&mut fb, r.left());
+        let found = elf::layout(&mut fr, 0, ws, &mut layout);
+        // Each reader may read what `r` has left: its charge fits.
+        r.charge(fr.reads());
+        found
+    };
+    if found_layout.is_none() || layout.nr_loads > elf::MAX_LOADS {
         return None;
     }
-    let hdr = file_hdr(r, file, &layout, ws)?;
-    let new = new_file_rows(key, ws, layout, hdr)?;
+    let hdr = {
+        let mut fb = FileBytes::new(file, Some(&layout));
+        let mut fr = Reader::with_limit(&mut fb, r.left());
+        let hdr = cfi::read_hdr(&mut fr, layout.hdr, ws).ok();
+        r.charge(fr.reads());
+        hdr
+    };
+    let new = new_file_rows(key, ws, layout, hdr?)?;
     let mut files = FILES.lock();
     let at = match find(&files) {
         // Another walk added it meanwhile: `new` is dropped.
@@ -541,40 +555,6 @@ fn file_rows<M: UserBytes>(
         tail.rotate_right(1);
     }
     Some(FileUse::new(&new))
-}
-
-/// `file`'s ELF layout read through its page cache into `layout`,
-/// charging `r`.  Out of line, as [`file_hdr`]: the readers are not in
-/// [`file_rows`]' frame, over the other's reads.
-#[inline(never)]
-fn file_layout<M: UserBytes>(
-    r: &mut Reader<'_, M>,
-    file: &File,
-    ws: WordSize,
-    layout: &mut elf::Layout,
-) -> Option<()> {
-    let mut fb = FileBytes::new(file, None);
-    let mut fr = Reader::with_limit(&mut fb, r.left());
-    let found = elf::layout(&mut fr, 0, ws, layout);
-    // Each reader may read what `r` has left: its charge fits.
-    r.charge(fr.reads());
-    found
-}
-
-/// `file`'s `.eh_frame_hdr`, where `layout` has it, read through its page
-/// cache, charging `r`.
-#[inline(never)]
-fn file_hdr<M: UserBytes>(
-    r: &mut Reader<'_, M>,
-    file: &File,
-    layout: &elf::Layout,
-    ws: WordSize,
-) -> Option<Hdr> {
-    let mut fb = FileBytes::new(file, Some(layout));
-    let mut fr = Reader::with_limit(&mut fb, r.left());
-    let hdr = cfi::read_hdr(&mut fr, layout.hdr, ws).ok();
-    r.charge(fr.reads());
-    hdr
 }
 
 /// A new entry, unregistered, dropping unused ones first if the cap is
@@ -724,43 +704,11 @@ fn scratch_of(s: &mut Option<KBox<Scratch>>) -> Result<&mut Scratch, Cause> {
         .ok_or(cfi::Refusal::Bound(cfi::Bound::Memory).cause())
 }
 
-/// What [`TaskTables::add_object`] finds of a mapping under the mmap lock.
-struct Mapping {
-    start: u64,
-    end: u64,
-    file: Option<ARef<File>>,
-    pgoff: u64,
-    /// Where the object's first page is mapped, if it is known.
-    base: Option<usize>,
-    vdso: bool,
-}
-
 impl Inner {
-    /// The object of mapping `m`, with its tables, added in its place;
-    /// its index.  Out of line: the object is made in this frame, not in
-    /// [`TaskTables::add_object`]'s, over the lookups' reads.
+    /// Add `object` in its place; its index.  Out of line, and given the
+    /// object by value where it is made: the object is in this frame, not
+    /// in [`TaskTables::add_object`]'s, over the lookups' reads.
     #[inline(never)]
-    fn insert_object(
-        &mut self,
-        m: Mapping,
-        shared: Option<FileUse>,
-        hdr: Option<Hdr>,
-    ) -> Option<usize> {
-        self.insert(Object {
-            start: m.start,
-            end: m.end,
-            file: m.file,
-            pgoff: m.pgoff,
-            vdso: m.vdso,
-            hdr,
-            base: m.base.unwrap_or(0) as u64,
-            shared,
-            rows: Rows::default(),
-        })
-    }
-
-    /// Add `object` in its place; its index.
-    #[inline(always)]
     fn insert(&mut self, object: Object) -> Option<usize> {
         let (start, end) = (object.start, object.end);
         // What overlaps it is stale (the mappings changed during the walk).
@@ -1061,11 +1009,7 @@ impl<'a> TaskTables<'a> {
     }
 
     /// Look up the mapping of `pc` and add it; its index.  Out of line:
-    /// its frame is not on the path of a compilation's.  Its frame holds
-    /// only the mapping and the tables found ([`Mapping`]): the lock is
-    /// [`TaskTables::mapping_of`]'s, the tables' reads are
-    /// [`TaskTables::tables_of`]'s, and the object is made in
-    /// [`Inner::insert_object`]'s.
+    /// its frame is not on the path of a compilation's.
     #[inline(never)]
     fn add_object<M: UserBytes>(
         &mut self,
@@ -1078,66 +1022,50 @@ impl<'a> TaskTables<'a> {
             return None;
         }
         self.lookups += 1;
-        let m = self.mapping_of(pc)?;
-        let (shared, hdr) = self.tables_of(r, &m, ws);
-        self.inner.as_mut()?.insert_object(m, shared, hdr)
-    }
-
-    /// The mapping of `pc`, under the mmap lock.
-    #[inline(never)]
-    fn mapping_of(&self, pc: u64) -> Option<Mapping> {
         let mm = self.mm;
-        let lock = mm.mmap_read_lock();
-        let vma = lock.vma_lookup(usize::try_from(pc).ok()?)?;
-        let start = vma.start();
-        let (f, pgoff) = file_and_pgoff(vma);
-        let vdso = f.is_null() && is_vdso(mm, start);
-        let (file, base) = if f.is_null() {
-            (None, vdso.then_some(start))
-        } else {
-            // SAFETY: `vm_file` is a valid file while the vma is; the
-            // reference taken keeps it valid after the lock.
-            let file: ARef<File> = unsafe { File::from_raw_file(f) }.into();
-            let base = pgoff
-                .checked_mul(bindings::PAGE_SIZE)
-                .and_then(|off| start.checked_sub(off))
-                .and_then(|base| {
-                    let first = lock.vma_lookup(base)?;
-                    let (f0, o) = file_and_pgoff(first);
-                    // The same file, or its inode mapped through
-                    // another open() (a MAP_FIXED remap of the code).
-                    let same = core::ptr::eq(f0, f)
-                        || (!f0.is_null()
-                            // SAFETY: Both files are valid while their
-                            // vmas are (the mmap read lock is held).
-                            && unsafe { core::ptr::eq((*f0).f_inode, (*f).f_inode) });
-                    (first.start() == base && same && o == 0).then_some(base)
-                });
-            (Some(file), base)
+        let (start, end, file, pgoff, base, vdso) = {
+            let lock = mm.mmap_read_lock();
+            let vma = lock.vma_lookup(usize::try_from(pc).ok()?)?;
+            let start = vma.start();
+            let (f, pgoff) = file_and_pgoff(vma);
+            let vdso = f.is_null() && is_vdso(mm, start);
+            let (file, base) = if f.is_null() {
+                (None, vdso.then_some(start))
+            } else {
+                // SAFETY: `vm_file` is a valid file while the vma is; the
+                // reference taken keeps it valid after the lock.
+                let file: ARef<File> = unsafe { File::from_raw_file(f) }.into();
+                let base = pgoff
+                    .checked_mul(bindings::PAGE_SIZE)
+                    .and_then(|off| start.checked_sub(off))
+                    .and_then(|base| {
+                        let first = lock.vma_lookup(base)?;
+                        let (f0, o) = file_and_pgoff(first);
+                        // The same file, or its inode mapped through
+                        // another open() (a MAP_FIXED remap of the code).
+                        let same = core::ptr::eq(f0, f)
+                            || (!f0.is_null()
+                                // SAFETY: Both files are valid while their
+                                // vmas are (the mmap read lock is held).
+                                && unsafe { core::ptr::eq((*f0).f_inode, (*f).f_inode) });
+                        (first.start() == base && same && o == 0).then_some(base)
+                    });
+                (Some(file), base)
+            };
+            (
+                start as u64,
+                vma.end() as u64,
+                file,
+                pgoff as u64,
+                base,
+                vdso,
+            )
         };
-        Some(Mapping {
-            start: start as u64,
-            end: vma.end() as u64,
-            file,
-            pgoff: pgoff as u64,
-            base,
-            vdso,
-        })
-    }
-
-    /// The tables of mapping `m`: its file's shared rows, and its hdr.
-    #[inline(never)]
-    fn tables_of<M: UserBytes>(
-        &mut self,
-        r: &mut Reader<'_, M>,
-        m: &Mapping,
-        ws: WordSize,
-    ) -> (Option<FileUse>, Option<Hdr>) {
-        let shared = match (&m.file, m.base) {
+        let shared = match (&file, base) {
             (Some(f), Some(_)) if shared_enabled() => file_rows(r, f, ws, &mut self.files_found),
             _ => None,
         };
-        let hdr = match (&shared, m.base) {
+        let hdr = match (&shared, base) {
             (Some(u), _) => Some(u.0.hdr),
             (None, Some(base)) => {
                 let hdr =
@@ -1152,7 +1080,18 @@ impl<'a> TaskTables<'a> {
                 None
             }
         };
-        (shared, hdr)
+        let g = self.inner.as_mut()?;
+        g.insert(Object {
+            start,
+            end,
+            file,
+            pgoff,
+            vdso,
+            hdr,
+            base: base.unwrap_or(0) as u64,
+            shared,
+            rows: Rows::default(),
+        })
     }
 
     /// Count this walk's outcome (`stats`, the lookups, how it ended).
