@@ -66,7 +66,7 @@ ROOTS = [
     ('nmi', r'unwind_user', False),
     ('table-walk', r'unwind_rust::logic::walk::walk_tables_from::<unwind_rust::walk::'
      r'CurrentUserMemory, unwind_rust::tables::TaskTables>', True),
-    ('interpreter', r'<unwind_rust::logic::rows::ObjectRows<.*>>::fill::'
+    ('interpreter', r'<unwind_rust::logic::rows::ObjectRows<.*>>::insert::'
      r'<unwind_rust::walk::CurrentUserMemory>', True),
 ]
 

@@ -13,6 +13,8 @@
 
 use crate::logic::cfi::UserBytes;
 use crate::logic::walk::{self as rules, FrameRule, Stop, UserMemory, UserRegs, WordSize};
+#[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
+use kernel::{alloc::KBox, mm::MmWithUser};
 use kernel::{
     bindings,
     task::CurrentTask,
@@ -101,33 +103,44 @@ pub(crate) fn current_regs() -> Option<UserRegs> {
 
 /// How a walk of the current task by tables starts.
 #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
-enum Start {
-    /// By tables, a walk of this word size.
-    Tables(WordSize),
-    /// Walked by frame pointers (a task with segment bases): entries
-    /// written, and why the walk ended.
+enum Start<'a> {
+    /// By tables: the mm's tables, locked, and the walk's state (taken
+    /// from them, started), of this word size.
+    Tables(
+        crate::tables::TaskTables<'a>,
+        Option<KBox<crate::tables::WalkState>>,
+        WordSize,
+    ),
+    /// Walked by frame pointers: entries written, and why the walk ended.
     Walked(usize, Stop),
     /// No user context.
     None,
 }
 
-/// Start `tw`, a walk by tables of the current task (kept off the stack),
-/// from its registers; a task with segment bases is walked by frame
-/// pointers into `out` here, from the same registers (read once).  Out
-/// of line: the registers are in its frame, which has returned before a
-/// walk by tables begins.
+/// Start a walk by tables of the current task, whose mm is `mm`, from
+/// its registers: `mm`'s tables locked and the walk's state, kept off the
+/// stack in them, started.  A task with segment bases, or one whose mm
+/// has no memory for its tables or the walk's state, is walked by frame
+/// pointers into `out` here, from the same registers (read once), and
+/// its mm's tables are not touched.  Out of line: the registers are in
+/// its frame, which has returned before a walk by tables begins.
 #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
 #[inline(never)]
-fn current_start(tw: &mut rules::TableWalk, out: &mut [u64]) -> Start {
+fn current_start<'a>(mm: &'a MmWithUser, out: &mut [u64]) -> Start<'a> {
     let Some(regs) = current_regs() else {
         return Start::None;
     };
-    if tw.start(&regs) {
-        Start::Tables(regs.ws)
-    } else {
-        let (n, stop) = rules::walk(&regs, &mut CurrentUserMemory, out);
-        Start::Walked(n, stop)
+    if rules::TableWalk::walks(&regs) {
+        let mut tables = crate::tables::TaskTables::new(mm);
+        if let Some(mut st) = tables.take_walk() {
+            if st.tw.start(&regs) {
+                return Start::Tables(tables, Some(st), regs.ws);
+            }
+            tables.put_walk(st);
+        }
     }
+    let (n, stop) = rules::walk(&regs, &mut CurrentUserMemory, out);
+    Start::Walked(n, stop)
 }
 
 /// Walk the current task's user stack into `out`; returns the number of
@@ -158,30 +171,31 @@ pub(crate) fn unwind_current_faultable(
     #[cfg(CONFIG_UNWIND_USER_RUST_TABLES)]
     if crate::tables::enabled() && !out.is_empty() {
         if let Some(mm) = task.mm() {
-            let mut tables = crate::tables::TaskTables::new(mm);
-            // The walk's state and counters are the mm's, off the stack.
-            if let Some(mut st) = tables.take_walk() {
-                let res = match current_start(&mut st.tw, out) {
-                    Start::Tables(ws) => {
-                        tables.begin(ws);
-                        let st = &mut *st;
-                        st.stats = rules::TableStats::default();
-                        let (n, stop) = rules::walk_tables_from(
-                            &mut st.tw,
-                            &mut CurrentUserMemory,
-                            &mut tables,
-                            out,
-                            &mut st.stats,
-                        );
-                        tables.account(&st.stats, stop);
-                        (n, Some(stop))
-                    }
-                    Start::Walked(n, stop) => (n, Some(stop)),
-                    Start::None => (0, None),
-                };
-                tables.put_walk(st);
-                return res;
-            }
+            // Matched where it was returned, not moved: a move is a
+            // second copy of the tables handle under the walk.
+            return match &mut current_start(mm, out) {
+                Start::Tables(tables, st, ws) => {
+                    // Always there: `current_start()` put it.
+                    let Some(mut st) = st.take() else {
+                        return (0, None);
+                    };
+                    tables.begin(*ws);
+                    let s = &mut *st;
+                    s.stats = rules::TableStats::default();
+                    let (n, stop) = rules::walk_tables_from(
+                        &mut s.tw,
+                        &mut CurrentUserMemory,
+                        tables,
+                        out,
+                        &mut s.stats,
+                    );
+                    tables.account(&s.stats, stop);
+                    tables.put_walk(st);
+                    (n, Some(stop))
+                }
+                Start::Walked(n, stop) => (*n, Some(*stop)),
+                Start::None => (0, None),
+            };
         }
     }
     let _ = task;

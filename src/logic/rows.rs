@@ -463,6 +463,10 @@ pub trait Store<T> {
     fn reserve(&mut self, _n: usize) -> bool {
         true
     }
+    /// Items that fit without growing the store.
+    fn spare(&self) -> usize {
+        0
+    }
     /// Append `n` copies of `v`; `false` (and nothing appended) if there
     /// is no room.
     fn extend(&mut self, n: usize, v: T) -> bool
@@ -736,9 +740,16 @@ enum FdeOrNone {
 }
 
 /// Rows made in an object's store before an FDE is compiled, for the
-/// compilation to put its rows in: an FDE with more rows is compiled
-/// again with room made for the rest ([`ObjectRows::insert`]).
-pub const ROW_ROOM: usize = 64;
+/// compilation to put its rows in, at least: more if the store has the
+/// spare capacity, up to [`ROW_ROOM_MAX`], so that the room grows the
+/// store only where pushing the rows would have, or up to `ROW_ROOM`
+/// rows before.  An FDE with more rows is compiled again with room made
+/// for the rest ([`ObjectRows::compile`]).
+pub const ROW_ROOM: usize = 16;
+
+/// The most rows made before an FDE is compiled from a store's spare
+/// capacity (the rows made are written, then those not used dropped).
+pub const ROW_ROOM_MAX: usize = 64;
 
 /// Collects an FDE's rows into room made for them in the store before
 /// the compilation: nothing under the interpreter allocates (nor reaches
@@ -939,9 +950,9 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
 
     /// Compile the FDE read into `scratch` (whose first pc is `begin`),
     /// its rows appended to the store: in room made before the
-    /// compilation ([`ROW_ROOM`] rows; [`Collect`]), and where the FDE has
-    /// more, compiled again with room made for the rest.  On `Err` the
-    /// caller drops what was appended.
+    /// compilation ([`ROW_ROOM`]; [`Collect`]), and where the FDE has
+    /// more rows, compiled again (its instructions read again) with room
+    /// made for the rest.  On `Err` the caller drops what was appended.
     #[inline(always)]
     fn compile<M: UserBytes>(
         &mut self,
@@ -951,7 +962,8 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         scratch: &mut cfi::Scratch,
     ) -> Result<(), Refusal> {
         let first = self.rows.items().len();
-        let (mut kept, mut room) = (0, ROW_ROOM);
+        let spare = self.rows.spare().min(ROW_ROOM_MAX);
+        let (mut kept, mut room) = (0, spare.max(ROW_ROOM));
         // Twice at most: the second compilation has room for every row
         // the first counted.
         for _ in 0..2 {

@@ -498,10 +498,9 @@ pub fn walk_tables<M: UserMemory + cfi::UserBytes>(
 /// outcome, counters and reads are the same whichever asks go pending,
 /// none or all (the host tests walk every case both ways).
 ///
-/// A caller that makes it in a frame of its own, which has returned
-/// before the walk, and walks from it by [`walk_tables_from`] has one
-/// copy of the registers on the stack under the walk, not two (the
-/// registers and the walk made from them).
+/// It is the caller's, and need not be on the stack: the kernel keeps it
+/// in the mm's cache and starts it in place ([`TableWalk::start`]), from
+/// registers read in a frame that has returned before the walk.
 pub struct TableWalk {
     w: Walk,
     t: TableFrame,
@@ -569,11 +568,18 @@ impl TableWalk {
         tw.start(regs).then_some(tw)
     }
 
+    /// Whether a task in `regs` is walked by tables: not with segment
+    /// bases (compat with LDT segments), which [`walk_tables`] walks by
+    /// frame pointers only, as the tables hold linear addresses.
+    pub fn walks(regs: &UserRegs) -> bool {
+        regs.cs_base == 0 && regs.ss_base == 0
+    }
+
     /// [`TableWalk::new`] in place (in a walk that is kept off the stack):
-    /// `false`, and the walk left as it was, for a task with segment
-    /// bases.
+    /// `false`, and the walk left as it was, where [`TableWalk::walks`]
+    /// says no.
     pub fn start(&mut self, regs: &UserRegs) -> bool {
-        if regs.cs_base != 0 || regs.ss_base != 0 {
+        if !Self::walks(regs) {
             return false;
         }
         self.w = Walk::new(regs);
@@ -1279,8 +1285,8 @@ fn drap_run<const W8: bool, M: UserMemory + cfi::UserBytes>(
 /// A [`usual_run`]'s frame `f` whose pc the memo holds no usual or end
 /// row for, stepped by its DRAP row ([`drap_step`]) if the memo holds one
 /// (`None` if not).  Inlined into [`drap_run`]: not in the loop of usual
-/// frames, which stays as it is, nor in [`walk_tables`], whose frame it
-/// grew by 64-80 bytes; as a call of its own it cost a 15-frame compat
+/// frames, which stays as it is, nor in the walk's loop
+/// ([`TableWalk::run`]), whose frame it grew by 64-80 bytes; as a call of its own it cost a 15-frame compat
 /// walk 100 instructions more (`make bench`).
 #[inline(always)]
 fn run_drap<M: UserMemory + cfi::UserBytes>(
