@@ -666,7 +666,7 @@ struct Inner {
     /// one per mm is enough),
     /// allocated at the mm's first compilation.
     scratch: Option<KBox<Scratch>>,
-    /// A walk's state and counters (about 350 bytes, off the kernel
+    /// A walk's state and counters (336 bytes, off the kernel
     /// stack), allocated at the mm's first table walk and moved out of
     /// the cache for each ([`TaskTables::take_walk`]).
     walk: Option<KBox<WalkState>>,
