@@ -46,6 +46,9 @@ KERNEL_BAD = re.compile(
     r'INFO: task .* blocked|kernel BUG|unreferenced object|'
     r'NMI received for unknown reason|Dazed and confused|'
     r'suspicious RCU usage|sleeping function called from invalid context')
+# The messages a failed test printed before its result, printed with it
+# (the last ones: CI shows the summary, not the log).
+DIAG_LINES = 16
 TAP_RESULT = re.compile(r'^(not ok|ok) (\d+)\b ?-? ?(.*)$')
 TAP_PLAN = re.compile(r'^1\.\.(\d+)')
 
@@ -140,7 +143,7 @@ def main():
         if l.startswith('==== BEGIN '):
             cur = l[len('==== BEGIN '):].strip()
             sections[cur] = {'results': [], 'plan': None, 'rc': None, 'out': [],
-                             'secs': None}
+                             'secs': None, 'diag': {}, 'since': []}
             continue
         if cur is None:
             continue
@@ -152,11 +155,17 @@ def main():
             cur = None
             continue
         s['out'].append(l)
+        if l.startswith('# '):
+            s['since'].append(l)
         m = TAP_PLAN.match(l)
         if m and s['plan'] is None:
             s['plan'] = int(m.group(1))
         m = TAP_RESULT.match(l)
         if m:
+            # The test's own messages, printed before its result: what a
+            # failure prints with it.
+            s['diag'][int(m.group(2))] = s['since']
+            s['since'] = []
             s['results'].append((m.group(1) == 'ok' and '# SKIP' not in m.group(3),
                                  int(m.group(2)), m.group(3),
                                  m.group(1) == 'ok' and '# SKIP' in m.group(3)))
@@ -230,6 +239,11 @@ def main():
         for r in s['results']:
             if not r[0] and r[1] not in want_fail:
                 print('    not ok %d %s' % (r[1], r[2]))
+                diag = s['diag'].get(r[1], [])
+                if len(diag) > DIAG_LINES:
+                    print('      [%d lines before]' % (len(diag) - DIAG_LINES))
+                for d in diag[-DIAG_LINES:]:
+                    print('      ' + d[:400])
         if problems:
             failures.append('section %s: %s' % (name, ', '.join(problems)))
 
