@@ -28,9 +28,6 @@ impl<T> logic::rows::Store<T> for alloc::vec::Vec<T> {
     fn truncate(&mut self, n: usize) {
         alloc::vec::Vec::truncate(self, n)
     }
-    fn spare(&self) -> usize {
-        self.capacity().saturating_sub(self.len())
-    }
     fn extend(&mut self, n: usize, v: T) -> bool
     where
         T: Clone,

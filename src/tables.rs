@@ -183,9 +183,6 @@ impl<T> Store<T> for KStore<T> {
     fn reserve(&mut self, n: usize) -> bool {
         self.0.reserve(n, GFP_KERNEL_ACCOUNT).is_ok()
     }
-    fn spare(&self) -> usize {
-        self.0.capacity().saturating_sub(self.0.len())
-    }
     fn extend(&mut self, n: usize, v: T) -> bool
     where
         T: Clone,

@@ -463,10 +463,6 @@ pub trait Store<T> {
     fn reserve(&mut self, _n: usize) -> bool {
         true
     }
-    /// Items that fit without growing the store.
-    fn spare(&self) -> usize {
-        0
-    }
     /// Append `n` copies of `v`; `false` (and nothing appended) if there
     /// is no room.
     fn extend(&mut self, n: usize, v: T) -> bool
@@ -739,17 +735,31 @@ enum FdeOrNone {
     None(u64, Refusal),
 }
 
-/// Rows made in an object's store before an FDE is compiled, for the
-/// compilation to put its rows in, at least: more if the store has the
-/// spare capacity, up to [`ROW_ROOM_MAX`], so that the room grows the
-/// store only where pushing the rows would have, or up to `ROW_ROOM`
-/// rows before.  An FDE with more rows is compiled again with room made
-/// for the rest ([`ObjectRows::compile`]).
-pub const ROW_ROOM: usize = 16;
+/// The most rows made in an object's store before an FDE is compiled, for
+/// the compilation to put its rows in ([`Collect`]).  The room is as many
+/// rows as the FDE can have ([`rows_bound`]: a row after the first takes
+/// an instruction byte at least), up to this: so the room grows the
+/// store at most that much sooner than pushing the rows would have, and
+/// only where the FDE's instructions say it may need it.  An FDE with more
+/// rows is compiled again with room made for the rest
+/// ([`ObjectRows::compile`]): i386 libc and libm have a few FDEs of 446
+/// and 505 rows.
+pub const ROW_ROOM_MAX: usize = 128;
 
-/// The most rows made before an FDE is compiled from a store's spare
-/// capacity (the rows made are written, then those not used dropped).
-pub const ROW_ROOM_MAX: usize = 64;
+/// The most rows an FDE can compile to: one for its CIE's initial
+/// instructions, one more for each byte of instructions (CIE's and
+/// FDE's: a new row needs an advance of the location, an instruction of
+/// a byte at least).  Room for them is made before it is compiled
+/// ([`ROW_ROOM_MAX`]); the bound is used to size that room only, never
+/// trusted: a compilation with more rows goes on as any that passes its
+/// room.
+fn rows_bound(fde: &cfi::Fde) -> usize {
+    let len = |(from, to): (u64, u64)| to.saturating_sub(from);
+    let bytes = len(fde.cie_insns).saturating_add(len(fde.insns));
+    usize::try_from(bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1)
+}
 
 /// Collects an FDE's rows into room made for them in the store before
 /// the compilation: nothing under the interpreter allocates (nor reaches
@@ -950,7 +960,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
 
     /// Compile the FDE read into `scratch` (whose first pc is `begin`),
     /// its rows appended to the store: in room made before the
-    /// compilation ([`ROW_ROOM`]; [`Collect`]), and where the FDE has
+    /// compilation ([`ROW_ROOM_MAX`]; [`Collect`]), and where the FDE has
     /// more rows, compiled again (its instructions read again) with room
     /// made for the rest.  On `Err` the caller drops what was appended.
     #[inline(always)]
@@ -962,8 +972,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         scratch: &mut cfi::Scratch,
     ) -> Result<(), Refusal> {
         let first = self.rows.items().len();
-        let spare = self.rows.spare().min(ROW_ROOM_MAX);
-        let (mut kept, mut room) = (0, spare.max(ROW_ROOM));
+        let (mut kept, mut room) = (0, rows_bound(scratch.fde()).min(ROW_ROOM_MAX));
         // Twice at most: the second compilation has room for every row
         // the first counted.
         for _ in 0..2 {
