@@ -47,8 +47,10 @@ KERNEL_BAD = re.compile(
     r'NMI received for unknown reason|Dazed and confused|'
     r'suspicious RCU usage|sleeping function called from invalid context')
 # The messages a failed test printed before its result, printed with it
-# (the last ones: CI shows the summary, not the log).
-DIAG_LINES = 16
+# (CI shows the summary, not the log): the first DIAG_HEAD and the last
+# DIAG_LINES of them.
+DIAG_HEAD = 10
+DIAG_LINES = 30
 TAP_RESULT = re.compile(r'^(not ok|ok) (\d+)\b ?-? ?(.*)$')
 TAP_PLAN = re.compile(r'^1\.\.(\d+)')
 
@@ -240,9 +242,11 @@ def main():
             if not r[0] and r[1] not in want_fail:
                 print('    not ok %d %s' % (r[1], r[2]))
                 diag = s['diag'].get(r[1], [])
-                if len(diag) > DIAG_LINES:
-                    print('      [%d lines before]' % (len(diag) - DIAG_LINES))
-                for d in diag[-DIAG_LINES:]:
+                if len(diag) > DIAG_HEAD + DIAG_LINES:
+                    diag = (diag[:DIAG_HEAD] +
+                            ['[%d lines]' % (len(diag) - DIAG_HEAD - DIAG_LINES)] +
+                            diag[-DIAG_LINES:])
+                for d in diag:
                     print('      ' + d[:400])
         if problems:
             failures.append('section %s: %s' % (name, ', '.join(problems)))

@@ -72,16 +72,17 @@ class GuestLog(unittest.TestCase):
 
     def test_not_ok_prints_its_messages(self):
         # A failed test's own messages (since the result before it) are
-        # printed with it, the last DIAG_LINES of them; a passed test's
-        # are not.
-        msgs = ''.join('# why %d\n' % i for i in range(20))
+        # printed with it, the first DIAG_HEAD and the last DIAG_LINES of
+        # them; a passed test's are not.
+        msgs = ''.join('# why %d\n' % i for i in range(44))
         text = GOOD.replace('ok 1 first', '# first says\nok 1 first')
         out = self.bad(text.replace('ok 2 second', msgs + 'not ok 2 second'))
         self.assertIn('not ok 2 second', out)
-        self.assertIn('[4 lines before]', out)
-        self.assertIn('# why 19', out)
-        self.assertIn('# why 4', out)
-        self.assertNotIn('# why 3\n', out)
+        self.assertIn('[4 lines]', out)
+        for i in list(range(10)) + list(range(14, 44)):
+            self.assertIn('# why %d\n' % i, out)
+        for i in range(10, 14):
+            self.assertNotIn('# why %d\n' % i, out)
         self.assertNotIn('first says', out)
 
     def test_skip(self):
