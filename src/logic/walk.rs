@@ -805,10 +805,7 @@ pub fn walk_tables_from<M: UserMemory + cfi::UserBytes>(
 /// by the arch's usual frame-pointer frame, as [`walk`] steps them, each
 /// caller's ip written to `out`, while the frames' pcs stay in `bare`.
 /// `Ok` when a caller's pc leaves it (`out[*nr]` is that caller), else
-/// the walk's outcome: `out` full, or the step's stop.  The loop steps a
-/// local copy of the walk and counts in locals, written back when it
-/// ends: the walk's state is the mm's (behind `w`), whose fields would
-/// otherwise be stored and loaded again at every frame.
+/// the walk's outcome: `out` full, or the step's stop.
 #[inline(always)]
 fn bare_run<M: UserMemory + cfi::UserBytes>(
     w: &mut Walk,
@@ -820,33 +817,23 @@ fn bare_run<M: UserMemory + cfi::UserBytes>(
     stats: &mut TableStats,
 ) -> Result<(), (usize, Stop)> {
     let rule = w.fp_frame;
-    let mut lw = w.clone();
-    let mut n = *nr;
-    // Counts bounded by `out`'s length: no overflow.
-    let (mut frames, mut bare_frames) = (0u32, 0u32);
-    let res = loop {
-        if let Err(stop) = lw.step_shaped(&rule, Shape::FP_PAIR, r.mem()) {
-            break Err((n + 1, stop));
+    loop {
+        w.step_shaped(&rule, Shape::FP_PAIR, r.mem())
+            .map_err(|stop| (*nr + 1, stop))?;
+        stats.fp_frames = stats.fp_frames.saturating_add(1);
+        *nr += 1;
+        if let Some(slot) = out.get_mut(*nr) {
+            *slot = w.ip();
         }
-        frames = frames.wrapping_add(1);
-        n += 1;
-        if let Some(slot) = out.get_mut(n) {
-            *slot = lw.ip();
+        if *nr >= last {
+            return Err((*nr + 1, Stop::Full));
         }
-        if n >= last {
-            break Err((n + 1, Stop::Full));
-        }
-        let pc = lw.ip.wrapping_sub(1);
+        let pc = w.ip.wrapping_sub(1);
         if !(bare.0 <= pc && pc < bare.1) {
-            break Ok(());
+            return Ok(());
         }
-        bare_frames = bare_frames.wrapping_add(1);
-    };
-    *w = lw;
-    *nr = n;
-    stats.fp_frames = stats.fp_frames.saturating_add(frames);
-    stats.no_tables = stats.no_tables.saturating_add(bare_frames);
-    res
+        stats.no_tables = stats.no_tables.saturating_add(1);
+    }
 }
 
 /// How a [`usual_run`] ended.
