@@ -51,6 +51,9 @@ KERNEL_BAD = re.compile(
 # DIAG_LINES of them.
 DIAG_HEAD = 10
 DIAG_LINES = 30
+# The exit status of a test that failed while its rings dropped records
+# (DC_EXIT_LOST, dc_util.h): /init runs it again, up to 3 attempts.
+INCONCLUSIVE = 75
 TAP_RESULT = re.compile(r'^(not ok|ok) (\d+)\b ?-? ?(.*)$')
 TAP_PLAN = re.compile(r'^1\.\.(\d+)')
 
@@ -144,8 +147,14 @@ def main():
             continue        # kernel messages interleave with user output
         if l.startswith('==== BEGIN '):
             cur = l[len('==== BEGIN '):].strip()
+            # A test run again after an inconclusive attempt: the last
+            # attempt is judged, the earlier ones are kept to be printed.
+            prev = sections.get(cur)
+            earlier = (prev['earlier'] + [prev]
+                       if prev and prev['rc'] == INCONCLUSIVE else [])
             sections[cur] = {'results': [], 'plan': None, 'rc': None, 'out': [],
-                             'secs': None, 'diag': {}, 'since': []}
+                             'secs': None, 'diag': {}, 'since': [],
+                             'earlier': earlier}
             continue
         if cur is None:
             continue
@@ -215,6 +224,9 @@ def main():
         problems = []
         if s['rc'] is None:
             problems.append('did not finish')
+        elif s['rc'] == INCONCLUSIVE:
+            problems.append('inconclusive in %d attempts: records dropped (exit status %d)'
+                            % (len(s['earlier']) + 1, INCONCLUSIVE))
         elif s['rc'] != 0 and not (xfailed and bad == 0):
             problems.append('exit status %d' % s['rc'])
         if s['plan'] is None and name != 'demo':
@@ -225,10 +237,25 @@ def main():
             failed += max(0, s['plan'] - len(s['results']))
         if bad:
             problems.append('%d not ok' % bad)
+        again = ('; %d inconclusive attempt%s before it'
+                 % (len(s['earlier']), 's' if len(s['earlier']) > 1 else '')
+                 if s['earlier'] else '')
         print('%-20s %s%s' % (name, 'FAIL' if problems else 'ok',
                               (' (' + ', '.join(problems) + ')') if problems else
-                              ' (%d tests%s)' % (ok, ', %s s' % s['secs']
-                                                   if s['secs'] is not None else '')))
+                              ' (%d tests%s%s)' % (ok, ', %s s' % s['secs']
+                                                     if s['secs'] is not None else '',
+                                                     again)))
+        # What each inconclusive attempt failed and dropped: not counted,
+        # printed, so that a failure the drops did not cause is seen.
+        for i, e in enumerate(s['earlier']):
+            print('    attempt %d of %s inconclusive (%s s):'
+                  % (i + 1, name, e['secs']))
+            for r in e['results']:
+                if not r[0] and not r[3]:
+                    print('      not ok %d %s' % (r[1], r[2][:400]))
+            for l in e['out']:
+                if l.startswith('# inconclusive:'):
+                    print('      ' + l[:400])
         for r in skipped:
             print('    skip   %d %s' % (r[1], r[2]))
         for r in xfailed:

@@ -94,6 +94,45 @@ class GuestLog(unittest.TestCase):
     def test_exit_status(self):
         self.bad(GOOD.replace('END t1 rc=0', 'END t1 rc=1'))
 
+    INCONCLUSIVE_T1 = """\
+==== BEGIN t1
+TAP version 13
+1..2
+ok 1 first
+# reader fell behind
+not ok 2 no record lost (62639)
+# inconclusive: 1 failed, and the rings dropped 62639 records: exit 75, run again (3 attempts in all)
+==== END t1 rc=75 secs=7
+"""
+
+    def test_inconclusive_then_ok(self):
+        # A test that failed while its rings dropped records ends 75 and
+        # /init runs it again: the last attempt is judged, the earlier
+        # one's failures are printed, not counted.
+        text = GOOD.replace('==== BEGIN t1', self.INCONCLUSIVE_T1 + '==== BEGIN t1')
+        rc, out = run(text)
+        self.assertEqual(rc, 0, out)
+        self.assertIn('3 passed, 0 failed', out)
+        self.assertRegex(out, r't1\s+ok \(2 tests; 1 inconclusive attempt before it\)')
+        self.assertIn('attempt 1 of t1 inconclusive (7 s)', out)
+        self.assertIn('not ok 2 no record lost (62639)', out)
+        self.assertIn('# inconclusive: 1 failed', out)
+
+    def test_inconclusive_last_fails(self):
+        # Three inconclusive attempts: the section fails.
+        body = GOOD.split('==== BEGIN t1')[0]
+        text = body + self.INCONCLUSIVE_T1 * 3 + '==== GUEST DONE\n'
+        out = self.bad(text)
+        self.assertIn('inconclusive in 3 attempts: records dropped (exit status 75)', out)
+        self.assertIn('attempt 2 of t1 inconclusive', out)
+
+    def test_inconclusive_then_real_failure(self):
+        # The attempt after an inconclusive one fails on its own: a failure.
+        text = GOOD.replace('==== BEGIN t1', self.INCONCLUSIVE_T1 + '==== BEGIN t1')
+        out = self.bad(text.replace('ok 2 second', 'not ok 2 second').replace(
+            'END t1 rc=0', 'END t1 rc=1'))
+        self.assertIn('exit status 1', out)
+
     def test_missing_section(self):
         self.bad(GOOD, 't2')
 

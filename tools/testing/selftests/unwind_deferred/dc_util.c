@@ -167,8 +167,11 @@ static void parse_sample(struct cur *c, struct dc_log *log, int ring)
 			s->has_user_ctx = true;
 		if (ip >= PERF_CONTEXT_MAX)
 			continue;
-		if (s->nr_kernel < DC_MAX_IPS)
-			s->kernel[s->nr_kernel++] = ip;
+		if (s->nr_kernel == DC_MAX_KIPS) {
+			log->malformed++;
+			break;
+		}
+		s->kernel[s->nr_kernel++] = ip;
 	}
 	ring_saw(log, ring, s->time);
 	log->nr_samples++;
@@ -222,6 +225,13 @@ static void parse_deferred(struct cur *c, struct dc_log *log, int ring,
 	log->nr_deferred++;
 }
 
+static uint64_t lost_total;
+
+uint64_t dc_lost_total(void)
+{
+	return lost_total;
+}
+
 static void parse_lost(struct cur *c, struct dc_log *log, int ring)
 {
 	struct dc_ring_pos *rp = ring_pos(log, ring);
@@ -242,6 +252,7 @@ static void parse_lost(struct cur *c, struct dc_log *log, int ring)
 	}
 	/* Counted even if malformed: the kernel did drop records. */
 	log->lost += l->lost;
+	lost_total += l->lost;
 	log->lost_records++;
 	if (rp)
 		rp->lost += l->lost;
@@ -390,6 +401,7 @@ long long dc_ring_read_lost(struct dc_ring *r, struct dc_log *log)
 	l->after = rp->last_time;
 	l->pending = true;
 	log->lost += l->lost;
+	lost_total += l->lost;
 	rp->lost = v[1];
 	return v[1];
 }

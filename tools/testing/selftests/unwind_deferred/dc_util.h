@@ -18,6 +18,16 @@
 #define DC_SAMPLE_TYPE	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | \
 			 PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN)
 #define DC_MAX_IPS	512
+/*
+ * A sample's callchain entries (contexts left out): at most the
+ * kernel's perf_event_max_stack, 127 unless a run raises it (none of the
+ * dc_util tests does).  Kept apart from DC_MAX_IPS, the deferred
+ * record's bound, because a log holds every sample of a run: at 512
+ * entries a sample took 4 KiB, a CPU-wide run's log hundreds of MiB, and
+ * its reallocation stalled the reader while the rings filled.  A longer
+ * chain counts as malformed.
+ */
+#define DC_MAX_KIPS	128
 
 /*
  * The end of user space on x86_64, TASK_SIZE_MAX: with 4-level paging
@@ -46,7 +56,7 @@ struct dc_sample {
 	bool ends_deferred;	/* callchain ends with USER_DEFERRED, cookie */
 	bool has_user_ctx;	/* a PERF_CONTEXT_USER appeared */
 	uint32_t nr_kernel;
-	uint64_t kernel[DC_MAX_IPS];
+	uint64_t kernel[DC_MAX_KIPS];
 	int ring;		/* which ring buffer it came from */
 	uint64_t seq;		/* its position in the log: see struct dc_log */
 };
@@ -174,6 +184,38 @@ void dc_log_free(struct dc_log *log);
  * nothing written to it any more).  Returns the count, or -errno.
  */
 long long dc_ring_read_lost(struct dc_ring *r, struct dc_log *log);
+
+/*
+ * Records this process's rings dropped, as far as it read: the counts of
+ * every PERF_RECORD_LOST dc_ring_drain() parsed and of every pending drop
+ * dc_ring_read_lost() found, in any log.
+ */
+uint64_t dc_lost_total(void);
+
+/*
+ * A test's end when its checks need every record.  A run that failed and
+ * whose rings dropped records cannot tell the kernel's failures from the
+ * reader's (the guest fell behind: CPU-wide rings on the debug kernel, a
+ * slow host): it says so and exits DC_EXIT_LOST, and /init runs the test
+ * again, at most DC_ATTEMPTS times in all.  scripts/guestlog.py prints
+ * every such attempt's failures and counts it; a last attempt that ends
+ * so fails the section.  A run that passed, or failed without a drop,
+ * ends as ksft_finished() says.  (A macro: kselftest.h's counts are the
+ * test's own.)
+ */
+#define DC_EXIT_LOST	75	/* EX_TEMPFAIL */
+#define DC_ATTEMPTS	3
+#define dc_finished() do {						\
+	if (ksft_get_fail_cnt() && dc_lost_total()) {			\
+		ksft_print_msg("inconclusive: %d failed, and the rings dropped %llu records: exit %d, run again (%d attempts in all)\n", \
+			       ksft_get_fail_cnt(),			\
+			       (unsigned long long)dc_lost_total(),	\
+			       DC_EXIT_LOST, DC_ATTEMPTS);		\
+		ksft_print_cnts();					\
+		exit(DC_EXIT_LOST);					\
+	}								\
+	ksft_finished();						\
+} while (0)
 
 /* ---- orphans: which lost record explains one ---- */
 

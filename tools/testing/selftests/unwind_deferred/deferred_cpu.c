@@ -380,5 +380,5 @@ int main(void)
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
 	dc_log_free(&log);
-	ksft_finished();
+	dc_finished();
 }

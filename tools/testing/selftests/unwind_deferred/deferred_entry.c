@@ -444,5 +444,5 @@ int main(void)
 	attr_bits();
 	no_sample_id_all();
 	classic_user_callchain();
-	ksft_finished();
+	dc_finished();
 }

@@ -855,5 +855,5 @@ int main(int argc, char **argv)
 	exec_chain();
 	fork_children();
 	close_kill_rings();
-	ksft_finished();
+	dc_finished();
 }

@@ -244,5 +244,5 @@ int main(void)
 		dc_log_free(&rounds[k].log);
 	}
 	write_str(FAILSLAB "/ignore-gfp-wait", "Y");
-	ksft_finished();
+	dc_finished();
 }

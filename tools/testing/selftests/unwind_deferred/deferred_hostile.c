@@ -1545,5 +1545,5 @@ int main(void)
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		test_case(&cases[i]);
 	ksft_print_msg("%zu cases in %ld ms\n", ARRAY_SIZE(cases), now_ms() - t0);
-	ksft_finished();
+	dc_finished();
 }

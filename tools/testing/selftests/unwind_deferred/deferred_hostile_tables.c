@@ -1450,5 +1450,5 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		test_case(&cases[i], tables);
 	dc_tables_restore();
-	ksft_finished();
+	dc_finished();
 }

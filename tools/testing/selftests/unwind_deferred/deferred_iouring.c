@@ -806,5 +806,5 @@ int main(void)
 	in_entry_task_work();
 	workers(false);
 	workers(true);
-	ksft_finished();
+	dc_finished();
 }

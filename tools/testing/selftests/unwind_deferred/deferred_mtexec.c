@@ -1261,5 +1261,5 @@ int main(int argc, char **argv)
 		ksft_exit_fail_msg("cannot read own symbol table\n");
 	dc_kallsyms_load();
 	mtexec();
-	ksft_finished();
+	dc_finished();
 }

@@ -1173,5 +1173,5 @@ int main(int argc, char **argv)
 	test_nmi("all 61 tracers requesting from NMI, IRQ and task", 400, 500, 2000,
 		 true, true);
 	cmd("reset");
-	ksft_finished();
+	dc_finished();
 }

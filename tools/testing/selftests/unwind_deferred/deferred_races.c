@@ -1437,5 +1437,5 @@ int main(int argc, char **argv)
 	kill_races();
 	exec_races();
 	session_races();
-	ksft_finished();
+	dc_finished();
 }

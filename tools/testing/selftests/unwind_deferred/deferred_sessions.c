@@ -523,5 +523,5 @@ int main(void)
 	waitpid(pid, &st, 0);
 	dc_log_free(&sa.log);
 	dc_log_free(&sb.log);
-	ksft_finished();
+	dc_finished();
 }

@@ -1641,5 +1641,5 @@ int main(int argc, char **argv)
 	free(tree);
 	free(cands);
 	dc_tp_free(&exits);
-	ksft_finished();
+	dc_finished();
 }

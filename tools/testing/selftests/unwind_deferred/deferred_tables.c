@@ -1330,5 +1330,5 @@ int main(int argc, char **argv)
 		}
 	}
 	dc_tables_restore();
-	ksft_finished();
+	dc_finished();
 }

@@ -2057,7 +2057,7 @@ int main(int argc, char **argv)
 				ksft_test_result_skip("no table unwinding on this kernel (no %s): no row cache to test\n",
 						      DC_TABLES_SYSCTL);
 		}
-		ksft_finished();
+		dc_finished();
 	}
 	if (!dry_run && !is_rust)
 		ksft_exit_fail_msg("%s on a kernel that is not the Rust one\n", DC_TABLES_SYSCTL);
@@ -2115,5 +2115,5 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ksft_print_msg("%.1f s (guest time)\n",
 		       (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
-	ksft_finished();
+	dc_finished();
 }

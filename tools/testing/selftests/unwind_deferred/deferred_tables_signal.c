@@ -1016,5 +1016,5 @@ int main(int argc, char **argv)
 	dc_tables_restore();
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ksft_print_msg("%.1f s in all\n", t1.tv_sec - t0.tv_sec + (t1.tv_nsec - t0.tv_nsec) / 1e9);
-	ksft_finished();
+	dc_finished();
 }

@@ -191,5 +191,5 @@ int main(int argc, char **argv)
 			 (unsigned long long)log.malformed);
 
 	dc_log_free(&log);
-	ksft_finished();
+	dc_finished();
 }

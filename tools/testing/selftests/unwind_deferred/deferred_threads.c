@@ -450,5 +450,5 @@ int main(void)
 	check_part(&b);
 	dc_log_free(&b.log);
 
-	ksft_finished();
+	dc_finished();
 }
