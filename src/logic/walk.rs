@@ -805,7 +805,8 @@ pub fn walk_tables_from<M: UserMemory + cfi::UserBytes>(
 /// by the arch's usual frame-pointer frame, as [`walk`] steps them, each
 /// caller's ip written to `out`, while the frames' pcs stay in `bare`.
 /// `Ok` when a caller's pc leaves it (`out[*nr]` is that caller), else
-/// the walk's outcome: `out` full, or the step's stop.
+/// the walk's outcome: `out` full, or the step's stop.  The frames are
+/// stepped by [`bare_loop`] and counted when it ends.
 #[inline(always)]
 fn bare_run<M: UserMemory + cfi::UserBytes>(
     w: &mut Walk,
@@ -816,24 +817,82 @@ fn bare_run<M: UserMemory + cfi::UserBytes>(
     bare: (u64, u64),
     stats: &mut TableStats,
 ) -> Result<(), (usize, Stop)> {
-    let rule = w.fp_frame;
-    loop {
-        w.step_shaped(&rule, Shape::FP_PAIR, r.mem())
-            .map_err(|stop| (*nr + 1, stop))?;
-        stats.fp_frames = stats.fp_frames.saturating_add(1);
-        *nr += 1;
-        if let Some(slot) = out.get_mut(*nr) {
-            *slot = w.ip();
-        }
-        if *nr >= last {
-            return Err((*nr + 1, Stop::Full));
-        }
-        let pc = w.ip.wrapping_sub(1);
-        if !(bare.0 <= pc && pc < bare.1) {
-            return Ok(());
-        }
-        stats.no_tables = stats.no_tables.saturating_add(1);
+    // The callers' slots, to the end of `out`.
+    let slots = match out.get_mut(nr.saturating_add(1)..=last) {
+        Some(slots) if !slots.is_empty() => slots,
+        _ => return Err((*nr + 1, Stop::Full)),
+    };
+    let (k, end) = if w.ws == WordSize::W8 {
+        bare_loop::<true, M>(w, r.mem(), slots, bare)
+    } else {
+        bare_loop::<false, M>(w, r.mem(), slots, bare)
+    };
+    *nr += k;
+    let k32 = u32::try_from(k).unwrap_or(u32::MAX);
+    stats.fp_frames = stats.fp_frames.saturating_add(k32);
+    // Every frame stepped but the last stayed in `bare`; the last too
+    // where a step ended the loop.
+    let stayed = match end {
+        BareEnd::Stop(_) => k32,
+        _ => k32.saturating_sub(1),
+    };
+    stats.no_tables = stats.no_tables.saturating_add(stayed);
+    match end {
+        BareEnd::Left => Ok(()),
+        BareEnd::Full => Err((*nr + 1, Stop::Full)),
+        BareEnd::Stop(stop) => Err((*nr + 1, stop)),
     }
+}
+
+/// Why a [`bare_loop`] ended.
+enum BareEnd {
+    /// The last caller's pc left the mapping.
+    Left,
+    /// The last slot was written.
+    Full,
+    /// A step ended the walk.
+    Stop(Stop),
+}
+
+/// The loop of a [`bare_run`]: frames stepped from `w` by its usual
+/// frame-pointer frame, each caller's ip written to the next of `slots`
+/// (not empty), until a caller's pc leaves `bare`, the slots are full or
+/// a step stops.  The frames stepped, and why it ended.  Out of line and
+/// one copy per word size (`W8`: 8 bytes, else 4), as [`usual_loop`]:
+/// the walk is copied into a local, so that its registers stay in
+/// registers (the walk's own state is the mm's, in memory), and written
+/// back once.
+#[inline(never)]
+fn bare_loop<const W8: bool, M: UserMemory>(
+    w: &mut Walk,
+    mem: &mut M,
+    slots: &mut [u64],
+    bare: (u64, u64),
+) -> (usize, BareEnd) {
+    let mut lw = w.clone();
+    lw.ws = if W8 { WordSize::W8 } else { WordSize::W4 };
+    let rule = lw.fp_frame;
+    let mut run = slots.iter_mut();
+    let mut k = 0usize;
+    let end = loop {
+        let Some(slot) = run.next() else {
+            break BareEnd::Full;
+        };
+        if let Err(stop) = lw.step_shaped(&rule, Shape::FP_PAIR, mem) {
+            break BareEnd::Stop(stop);
+        }
+        k += 1;
+        *slot = lw.ip;
+        if run.len() == 0 {
+            break BareEnd::Full;
+        }
+        let pc = lw.ip.wrapping_sub(1);
+        if !(bare.0 <= pc && pc < bare.1) {
+            break BareEnd::Left;
+        }
+    };
+    *w = lw;
+    (k, end)
 }
 
 /// How a [`usual_run`] ended.

@@ -218,6 +218,22 @@ analyse() {
 	}' "$1"
 }
 
+# The table walk's counters (debugfs, kernels with unwind tables), one
+# "name value" a line; nothing elsewhere.
+STATS=/sys/kernel/debug/unwind_user/stats
+stats() {
+	[ -e $STATS ] || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+	[ -r $STATS ] && cat $STATS
+}
+
+# The counters a run moved, "name=delta ...": $1 before, $2 after.
+stats_delta() {
+	printf '%s\n%s\n' "$1" "$2" | awk '
+		!($1 in a) { a[$1] = $2; order[++n] = $1; next }
+		{ d[$1] = $2 - a[$1] }
+		END { for (i = 1; i <= n; i++) if (d[order[i]]) printf "%s=%d ", order[i], d[order[i]] }'
+}
+
 # One run: $1 case, $2 freq, $3 mode, then the workload's arguments.
 # Prints its BENCH_E2E line; fails if the run or its analysis fails.
 run() {
@@ -232,9 +248,14 @@ run() {
 	fp|defer)
 		cg=fp
 		[ "$m" = defer ] && cg=fp,defer
+		s0=$(stats)
 		perf record -q -B -m $RING_PAGES --no-bpf-event -k mono -e cpu-clock -F "$f" \
 			--call-graph $cg -o "$D/perf.data" -- "$W" "$@" >"$D/out" 2>&1 ;;
 	esac || { echo "# $c $m: run failed:"; sed 's/^/# /' "$D/out"; return 1; }
+	# What the table walk did in the run (the whole run, not only the
+	# workload's window): where its cost went.
+	[ "$m" = defer ] && [ -n "$s0" ] &&
+		echo "# $c $m: table walk counters: $(stats_delta "$s0" "$(stats)")"
 	# shellcheck disable=SC2046	# five words, or none
 	set -- $(sed -n 's/^t0=\([0-9]*\) t1=\([0-9]*\) \(ns=[0-9]* cpu_ns=[0-9]* frames=[0-9]*\)$/\1 \2 \3/p' "$D/out")
 	[ $# -eq 5 ] || { echo "# $c $m: no times from the workload:"; sed 's/^/# /' "$D/out"; return 1; }
