@@ -43,7 +43,12 @@
  *    a stack that ends at one shows no place; such a sample is allowed
  *    with the evidence of the times alone, counted apart: its record was
  *    written after an earlier sample of its entry, so in the entry.  All
- *    of these samples reach perf 7.3 without their user stack.
+ *    of these samples reach perf 7.3 without their user stack.  Every
+ *    record in uring_leaf is exactly uring_leaf <- read_entries <- profile
+ *    <- workers <- main <- __libc_start_call_main, or, taken at
+ *    uring_leaf's frameless entry or exit (an interrupt at its push %rbp,
+ *    where a frame-pointer walk skips its caller), that without
+ *    read_entries, counted and printed.
  * 3. The io-wq workers of that run (iou-wrk-*, PF_IO_WORKER|PF_USER_WORKER:
  *    is_user_task() is false, they never return to user space; the child
  *    has no thread of its own, so any other tid of it is one): none of
@@ -396,11 +401,25 @@ static const char *const read_chain[] = {
 	"main", "__libc_start_call_main",
 };
 
+/* Records at uring_leaf's frameless entry or exit (record_exact()). */
+static size_t frameless_records;
+
+/*
+ * @d is exactly @chain; or, taken at the frameless entry or exit of
+ * @chain's leaf (an interrupt there: a frame-pointer walk then skips the
+ * leaf's caller, dc_check_leaf_record()), @chain without its caller,
+ * counted in frameless_records.
+ */
 static bool record_exact(const struct dc_deferred *d, const char *const *chain,
 			 int nchain, const char *what)
 {
+	bool frameless;
 	int where;
 
+	if (dc_check_leaf_record(d, chain[0], chain, nchain, &frameless) == 1) {
+		frameless_records += frameless;
+		return true;
+	}
 	if (dc_stack_is(d->ips, d->nr, chain, nchain, &where))
 		return true;
 	ksft_print_msg("%s: record tid %u cookie %#llx: wrong stack at frame %d (want %s):\n",
@@ -765,10 +784,10 @@ static void workers(bool sqpoll)
 	ksft_print_msg("%s: %zu samples of the submitter (%zu with a cookie: %zu before their record, after it %zu inside io_uring_enter(), %zu on the way out after the task_work and %zu with a kernel stack cut at a retpoline thunk, %zu in the final stop after its task_work; %zu wrong)\n",
 		       what, c.samples, c.cookies, c.matched, c.after, c.after_tw,
 		       c.after_cut, c.stop, c.bad);
-	ksft_print_msg("%s: %zu samples of user workers (%zu in io_wq_worker, %zu in io_sq_thread, %zu starting; %zu wrong), %zu records (%zu wrong, %zu of another tid), lost %llu\n",
+	ksft_print_msg("%s: %zu samples of user workers (%zu in io_wq_worker, %zu in io_sq_thread, %zu starting; %zu wrong), %zu records (%zu wrong, %zu of another tid; %zu of the tests' so far at uring_leaf's frameless entry or exit, without its caller), lost %llu\n",
 		       what, c.worker + c.sqthread + c.starting, c.worker,
 		       c.sqthread, c.starting, c.worker_bad, log.nr_deferred,
-		       c.records_bad, c.records_of_workers,
+		       c.records_bad, c.records_of_workers, frameless_records,
 		       (unsigned long long)log.lost);
 	ksft_print_msg("%s: samples of the submitter after their entry's one record (perf 7.3 shows them without user stack): %zu of %zu\n",
 		       what, c.after + c.after_tw + c.after_cut, c.samples);
