@@ -817,7 +817,8 @@ fn bare_run<M: UserMemory + cfi::UserBytes>(
     bare: (u64, u64),
     stats: &mut TableStats,
 ) -> Result<(), (usize, Stop)> {
-    // The callers' slots, to the end of `out`.
+    // The callers' slots, to the end of `out` (never empty: the walk's
+    // loop calls this only while `*nr < last`; `out` full otherwise).
     let slots = match out.get_mut(nr.saturating_add(1)..=last) {
         Some(slots) if !slots.is_empty() => slots,
         _ => return Err((*nr + 1, Stop::Full)),
@@ -875,6 +876,8 @@ fn bare_loop<const W8: bool, M: UserMemory>(
     let mut run = slots.iter_mut();
     let mut k = 0usize;
     let end = loop {
+        // Not `None` at the first frame (`slots` is not empty); after a
+        // slot is written the check below ends the loop at the last one.
         let Some(slot) = run.next() else {
             break BareEnd::Full;
         };
