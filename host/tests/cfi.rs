@@ -1632,3 +1632,116 @@ proptest! {
         }
     }
 }
+
+/// Records the rows `cfi::compile` gives.
+struct Compiled(Vec<(u64, Result<cfi::Row, Refusal>)>);
+
+impl cfi::RowSink for Compiled {
+    fn row(&mut self, loc: u64, row: Result<&cfi::Row, Refusal>) -> Result<(), Refusal> {
+        self.0.push((loc, row.copied()));
+        Ok(())
+    }
+}
+
+/// Memory whose reads must each stay in one 4 KiB page.
+struct InPages<'a>(&'a mut Mem);
+
+impl UserBytes for InPages<'_> {
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
+        let last = addr + buf.len().max(1) as u64 - 1;
+        assert_eq!(
+            addr >> 12,
+            last >> 12,
+            "read of {} at {addr:#x} crosses a page",
+            buf.len()
+        );
+        self.0.read_bytes(addr, buf)
+    }
+}
+
+/// The rows of `fde`, compiled, or the refusal that stopped it.
+fn compile_rows<M: UserBytes>(
+    mem: &mut M,
+    fde: &cfi::Fde,
+    ws: WordSize,
+) -> Result<Compiled, Refusal> {
+    let mut rows = Compiled(Vec::new());
+    let mut scratch = Box::new(cfi::Scratch::new());
+    cfi::compile(
+        &mut Reader::with_limit(mem, 1 << 20),
+        fde,
+        ws,
+        &mut rows,
+        &mut scratch,
+    )?;
+    Ok(rows)
+}
+
+/// Instructions with the longest operands the interpreter decodes before
+/// it has all of them: 10-byte LEB128 numbers, expressions of
+/// `MAX_EXPRESSION` bytes (looked at) and longer (skipped).
+fn gen_long_insn() -> impl Strategy<Value = Vec<u8>> {
+    // A LEB128 number of `v` (< 128) padded to 10 bytes.
+    let padded = |v: u8| [vec![v | 0x80], vec![0x80; 8], vec![0x00]].concat();
+    prop_oneof![
+        (0u8..20, 0u8..100).prop_map(move |(r, o)| [vec![0x0c], padded(r), padded(o)].concat()),
+        (0u8..20, 0u8..20).prop_map(move |(r, o)| [vec![0x05], padded(r), padded(o)].concat()),
+        (prop_oneof![Just(6u8), Just(16)], 14usize..20).prop_map(move |(r, n)| [
+            vec![0x10],
+            padded(r),
+            vec![n as u8],
+            vec![0x30; n]
+        ]
+        .concat()),
+        (14usize..20).prop_map(|n| [vec![0x0f, n as u8], vec![0x30; n]].concat()),
+        (0u8..40).prop_map(move |n| [vec![0x2e], padded(n)].concat()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// The interpreter's reads may end anywhere in an instruction: with
+    /// its CIE's and its FDE's instructions copied so that a page
+    /// boundary falls at each of their bytes in turn (a read stops at a
+    /// page's end), an FDE compiles to the same rows (or the same
+    /// refusal), and no read crosses the boundary.
+    #[test]
+    fn instructions_split_anywhere(
+        cie_tail in proptest::collection::vec(prop_oneof![gen_insn(), gen_long_insn()], 0..4),
+        insns in proptest::collection::vec(prop_oneof![gen_insn(), gen_long_insn()], 0..24),
+        w4 in any::<bool>(),
+    ) {
+        let ws = if w4 { W4 } else { W8 };
+        let code = if w4 { 0x0804_8000 } else { CODE };
+        let insns: Vec<u8> = insns.into_iter().flatten().collect();
+        let mut o = Obj::new(ws).fde(code, 0x400, insns);
+        let tail: Vec<u8> = cie_tail
+            .into_iter()
+            .filter(|i| !matches!(i[0] & 0xc0, 0x40 | 0xc0) && !matches!(i[0], 0x01..=0x04 | 0x06 | 0x0a | 0x0b))
+            .flatten()
+            .collect();
+        o.cies[0].insns.extend(tail);
+        let (mut mem, fdes) = o.build();
+        let fde = cfi::read_fde(&mut Reader::new(&mut mem), EH_FRAME, fdes[0], ws).unwrap();
+        let bytes = |m: &Mem, (from, to): (u64, u64)| -> Vec<u8> { (from..to).map(|a| m.bytes[&a]).collect() };
+        let (cie_b, fde_b) = (bytes(&mem, fde.cie_insns), bytes(&mem, fde.insns));
+        let want = compile_rows(&mut mem, &fde, ws).map(|r| r.0);
+        // Far from the object's own bytes, one page apart.
+        let (cie_page, fde_page) = (0x20_0000u64, 0x30_0000u64);
+        for k in 0..=cie_b.len().max(fde_b.len()) as u64 {
+            let mut m = mem.clone();
+            let ca = cie_page - k % (cie_b.len() as u64 + 1);
+            let fa = fde_page - k % (fde_b.len() as u64 + 1);
+            m.put(ca, &cie_b);
+            m.put(fa, &fde_b);
+            let moved = cfi::Fde {
+                cie_insns: (ca, ca + cie_b.len() as u64),
+                insns: (fa, fa + fde_b.len() as u64),
+                ..fde
+            };
+            let got = compile_rows(&mut InPages(&mut m), &moved, ws).map(|r| r.0);
+            prop_assert_eq!(&got, &want, "split {} bytes in", k);
+        }
+    }
+}

@@ -600,38 +600,19 @@ impl<'w> Cursor<'w> {
         Ok(v)
     }
 
-    // Out of line: the interpreter reads LEB128 numbers in some 20
-    // places, and each inlined copy (the byte read inlined in it) grew
-    // `Interp::run` by about 3 KiB.
+    // Out of line: a LEB128 number is read in a few places, each of which
+    // would inline the byte read and its refill.
     #[inline(never)]
     fn uleb<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<u64> {
-        let mut v = 0u64;
-        for k in 0..10u32 {
-            let b = self.u8(r)?;
-            v |= u64::from(b & 0x7f).checked_shl(7 * k).unwrap_or(0);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(Refusal::Malformed(self.at))
+        let at = self.at;
+        uleb(|| self.u8(r), at)
     }
 
     // Out of line, as `uleb`.
     #[inline(never)]
     fn sleb<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<i64> {
-        let mut v = 0u64;
-        for k in 0..10u32 {
-            let b = self.u8(r)?;
-            v |= u64::from(b & 0x7f).checked_shl(7 * k).unwrap_or(0);
-            if b & 0x80 == 0 {
-                let shift = 7 * (k + 1);
-                if shift < 64 && b & 0x40 != 0 {
-                    v |= !0u64 << shift;
-                }
-                return Ok(v as i64);
-            }
-        }
-        Err(Refusal::Malformed(self.at))
+        let at = self.at;
+        sleb(|| self.u8(r), at)
     }
 
     fn skip(&mut self, n: u64) -> Res<()> {
@@ -641,27 +622,184 @@ impl<'w> Cursor<'w> {
         self.pos = self.pos.wrapping_add(n);
         Ok(())
     }
+}
+
+/// A LEB128 number of at most 10 bytes, from `next`; malformed at `at`
+/// if longer.
+#[inline(always)]
+fn uleb(mut next: impl FnMut() -> Res<u8>, at: Where) -> Res<u64> {
+    let mut v = 0u64;
+    for k in 0..10u32 {
+        let b = next()?;
+        v |= u64::from(b & 0x7f).checked_shl(7 * k).unwrap_or(0);
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(Refusal::Malformed(at))
+}
+
+/// A signed LEB128 number, as [`uleb`].
+#[inline(always)]
+fn sleb(mut next: impl FnMut() -> Res<u8>, at: Where) -> Res<i64> {
+    let mut v = 0u64;
+    for k in 0..10u32 {
+        let b = next()?;
+        v |= u64::from(b & 0x7f).checked_shl(7 * k).unwrap_or(0);
+        if b & 0x80 == 0 {
+            let shift = 7 * (k + 1);
+            if shift < 64 && b & 0x40 != 0 {
+                v |= !0u64 << shift;
+            }
+            return Ok(v as i64);
+        }
+    }
+    Err(Refusal::Malformed(at))
+}
+
+/// A region's bytes read front to back, for [`read_format`] and
+/// [`read_encoded`]: a [`Cursor`] and its reader ([`Read`]), or the
+/// interpreter's window ([`Insns`]).
+trait Bytes {
+    /// The next byte.
+    fn u8(&mut self) -> Res<u8>;
+    /// A LEB128 number.
+    fn uleb(&mut self) -> Res<u64>;
+    /// A signed LEB128 number.
+    fn sleb(&mut self) -> Res<i64>;
+    /// Where the next byte is.
+    fn pos(&self) -> u64;
+    /// What the region is, for a refusal.
+    fn at(&self) -> Where;
+
+    /// `n` bytes little-endian (n <= 8).
+    #[inline]
+    fn uint(&mut self, n: u32) -> Res<u64> {
+        let mut v = 0u64;
+        for k in 0..n.min(8) {
+            v |= u64::from(self.u8()?) << (8 * k);
+        }
+        Ok(v)
+    }
+}
+
+/// A [`Cursor`] with the reader that refills it.
+struct Read<'c, 'w, 'a, M: UserBytes>(&'c mut Cursor<'w>, &'c mut Reader<'a, M>);
+
+impl<M: UserBytes> Bytes for Read<'_, '_, '_, M> {
+    #[inline]
+    fn u8(&mut self) -> Res<u8> {
+        self.0.u8(self.1)
+    }
+    #[inline]
+    fn uleb(&mut self) -> Res<u64> {
+        self.0.uleb(self.1)
+    }
+    #[inline]
+    fn sleb(&mut self) -> Res<i64> {
+        self.0.sleb(self.1)
+    }
+    #[inline]
+    fn pos(&self) -> u64 {
+        self.0.pos
+    }
+    #[inline]
+    fn at(&self) -> Where {
+        self.0.at
+    }
+}
+
+/// The interpreter's instructions, `[pos, end)`, decoded from a window of
+/// them only (`win`, the bytes from `base`), reading no memory: a byte
+/// past the window is [`NEED`], its address kept in `need`, for
+/// [`Interp::feed`] to read before it decodes the instruction again.
+struct Insns<'w> {
+    win: &'w [u8],
+    base: u64,
+    pos: u64,
+    end: u64,
+    need: Option<u64>,
+}
+
+/// What [`Insns`] returns for a byte past its window: the fault a reader
+/// would return if it could not read it (transient, never remembered),
+/// which no other part of the decoder returns.
+const NEED: Refusal = Refusal::Fault(Where::Instructions);
+
+impl<'w> Insns<'w> {
+    fn left(&self) -> u64 {
+        self.end.saturating_sub(self.pos)
+    }
+
+    /// The `n` bytes from `pos` (which must be in the region), if the
+    /// window has them; else [`NEED`], the first missing byte kept.
+    #[inline]
+    fn take(&mut self, n: u64) -> Res<&'w [u8]> {
+        let from = self.pos.wrapping_sub(self.base);
+        let win: &'w [u8] = self.win;
+        match from
+            .checked_add(n)
+            .and_then(|to| win.get(from as usize..to as usize))
+        {
+            Some(b) => {
+                self.pos = self.pos.wrapping_add(n);
+                Ok(b)
+            }
+            None => {
+                let have = self.base.wrapping_add(win.len() as u64);
+                self.need = Some(have.max(self.pos));
+                Err(NEED)
+            }
+        }
+    }
+
+    fn skip(&mut self, n: u64) -> Res<()> {
+        if n > self.left() {
+            return Err(Refusal::Malformed(Where::Instructions));
+        }
+        self.pos = self.pos.wrapping_add(n);
+        Ok(())
+    }
 
     /// The `len` bytes of a DWARF expression, to be recognised: `None` if
     /// longer than [`MAX_EXPRESSION`] (then skipped).
-    fn expression<M: UserBytes>(
-        &mut self,
-        r: &mut Reader<'_, M>,
-        len: u64,
-    ) -> Res<Option<([u8; MAX_EXPRESSION], usize)>> {
+    fn expression(&mut self, len: u64) -> Res<Option<&'w [u8]>> {
         if len > MAX_EXPRESSION as u64 {
             self.skip(len)?;
             return Ok(None);
         }
         if len > self.left() {
-            return Err(Refusal::Malformed(self.at));
+            return Err(Refusal::Malformed(Where::Instructions));
         }
-        let mut e = [0u8; MAX_EXPRESSION];
-        let n = len as usize;
-        for b in e.iter_mut().take(n) {
-            *b = self.u8(r)?;
+        self.take(len).map(Some)
+    }
+}
+
+impl Bytes for Insns<'_> {
+    #[inline]
+    fn u8(&mut self) -> Res<u8> {
+        if self.pos >= self.end {
+            return Err(Refusal::Malformed(Where::Instructions));
         }
-        Ok(Some((e, n)))
+        self.take(1)?.first().copied().ok_or(NEED)
+    }
+    // Out of line, as [`Cursor::uleb`]: the interpreter reads LEB128
+    // numbers in some 20 places (a leaf: it reads no memory).
+    #[inline(never)]
+    fn uleb(&mut self) -> Res<u64> {
+        uleb(|| self.u8(), Where::Instructions)
+    }
+    #[inline(never)]
+    fn sleb(&mut self) -> Res<i64> {
+        sleb(|| self.u8(), Where::Instructions)
+    }
+    #[inline]
+    fn pos(&self) -> u64 {
+        self.pos
+    }
+    #[inline]
+    fn at(&self) -> Where {
+        Where::Instructions
     }
 }
 
@@ -693,22 +831,17 @@ fn fixed_size(enc: u8, ws: WordSize) -> Option<u32> {
 }
 
 /// Read a value in `enc`'s format only (no application): FDE ranges.
-fn read_format<M: UserBytes>(
-    c: &mut Cursor<'_>,
-    r: &mut Reader<'_, M>,
-    enc: u8,
-    ws: WordSize,
-) -> Res<u64> {
+fn read_format(c: &mut impl Bytes, enc: u8, ws: WordSize) -> Res<u64> {
     match enc & 0x0f {
-        PE_ULEB128 => return c.uleb(r),
-        PE_SLEB128 => return Ok(c.sleb(r)? as u64),
+        PE_ULEB128 => return c.uleb(),
+        PE_SLEB128 => return Ok(c.sleb()? as u64),
         _ => {}
     }
     // The fixed sizes: one read of `n` bytes (inlined, over the window's
     // refill: no frame of its own under this one), sign-extended for the
     // `sdata` formats and `signed`.
-    let n = fixed_size(enc, ws).ok_or(Refusal::UnsupportedEncoding(c.at, enc))?;
-    let v = c.uint(r, n)?;
+    let n = fixed_size(enc, ws).ok_or(Refusal::UnsupportedEncoding(c.at(), enc))?;
+    let v = c.uint(n)?;
     if enc & PE_SIGNED == 0 {
         return Ok(v);
     }
@@ -718,15 +851,9 @@ fn read_format<M: UserBytes>(
 
 /// Read an encoded pointer.  `datarel` is the base of `DW_EH_PE_datarel`
 /// (the hdr), `None` where it is not supported.
-fn read_encoded<M: UserBytes>(
-    c: &mut Cursor<'_>,
-    r: &mut Reader<'_, M>,
-    enc: u8,
-    ws: WordSize,
-    datarel: Option<u64>,
-) -> Res<u64> {
-    let at = c.at;
-    let field = c.pos;
+fn read_encoded(c: &mut impl Bytes, enc: u8, ws: WordSize, datarel: Option<u64>) -> Res<u64> {
+    let at = c.at();
+    let field = c.pos();
     let base = match enc & 0x70 {
         0x00 => 0,
         PE_PCREL => field,
@@ -736,7 +863,7 @@ fn read_encoded<M: UserBytes>(
     if enc & 0x80 != 0 {
         return Err(Refusal::UnsupportedEncoding(at, enc));
     }
-    let v = read_format(c, r, enc, ws)?;
+    let v = read_format(c, enc, ws)?;
     Ok(ws.wrap(base.wrapping_add(v)))
 }
 
@@ -773,9 +900,9 @@ pub fn read_hdr<M: UserBytes>(r: &mut Reader<'_, M>, addr: u64, ws: WordSize) ->
         return Err(Refusal::NoTable);
     }
     c.chunk = fixed_size(frame_enc, ws).map_or(1, u64::from);
-    let eh_frame = read_encoded(&mut c, r, frame_enc, ws, Some(addr))?;
+    let eh_frame = read_encoded(&mut Read(&mut c, r), frame_enc, ws, Some(addr))?;
     c.chunk = fixed_size(count_enc, ws).map_or(1, u64::from);
-    let count = read_encoded(&mut c, r, count_enc, ws, Some(addr))?;
+    let count = read_encoded(&mut Read(&mut c, r), count_enc, ws, Some(addr))?;
     if fixed_size(table_enc, ws).is_none() {
         return Err(Refusal::UnsupportedEncoding(Where::Table, table_enc));
     }
@@ -876,12 +1003,12 @@ pub fn search_range<M: UserBytes>(
                 c.pos = at.saturating_add(u64::from(size));
                 p.start
             }
-            _ => read_encoded(&mut c, r, enc, ws, Some(h.addr))?,
+            _ => read_encoded(&mut Read(&mut c, r), enc, ws, Some(h.addr))?,
         };
         if start <= pc {
             let fde = match slot.as_deref() {
                 Some(p) if p.state == PROBE_BOTH => p.fde,
-                _ => read_encoded(&mut c, r, enc, ws, Some(h.addr))?,
+                _ => read_encoded(&mut Read(&mut c, r), enc, ws, Some(h.addr))?,
             };
             if let Some(p) = slot {
                 *p = Probe {
@@ -972,12 +1099,13 @@ pub fn read_fde<M: UserBytes>(
     ws: WordSize,
 ) -> Res<Fde> {
     let mut fde = Fde::EMPTY;
-    read_fde_to(r, eh_frame, addr, ws, &mut fde)?;
+    let mut win = [0; 2 * ENTRY_FIELDS_WINDOW];
+    read_fde_to(r, eh_frame, addr, ws, &mut fde, &mut win)?;
     Ok(fde)
 }
 
-/// [`read_fde`] into `scratch`, for [`compile_read`]: the FDE is not on
-/// the compilation's stack.
+/// [`read_fde`] into `scratch`, for [`compile_read`]: the FDE and the
+/// windows its fields are read through are not on the stack.
 #[inline]
 pub fn read_fde_into<M: UserBytes>(
     r: &mut Reader<'_, M>,
@@ -986,7 +1114,8 @@ pub fn read_fde_into<M: UserBytes>(
     ws: WordSize,
     scratch: &mut Scratch,
 ) -> Res<()> {
-    read_fde_to(r, eh_frame, addr, ws, &mut scratch.fde)
+    let Scratch { fde, win, .. } = scratch;
+    read_fde_to(r, eh_frame, addr, ws, fde, win)
 }
 
 impl Fde {
@@ -1006,19 +1135,27 @@ impl Fde {
     };
 }
 
-/// [`read_fde`] into `out` (left as it was where it fails).
+/// [`read_fde`] into `out` (left as it was where it fails), its FDE's and
+/// its CIE's fields read through windows of [`ENTRY_FIELDS_WINDOW`] bytes
+/// in `win` (the caller's: not this frame's).
 fn read_fde_to<M: UserBytes>(
     r: &mut Reader<'_, M>,
     eh_frame: u64,
     addr: u64,
     ws: WordSize,
     out: &mut Fde,
+    win: &mut [u8],
 ) -> Res<()> {
     if addr < eh_frame {
         return Err(Refusal::Malformed(Where::Fde));
     }
-    let mut win = [0; ENTRY_FIELDS_WINDOW];
-    let mut c = Cursor::new(&mut win, addr, addr.saturating_add(4), Where::Fde);
+    let (fde_win, cie_win) = win
+        .split_at_mut_checked(ENTRY_FIELDS_WINDOW)
+        .ok_or(Refusal::Bound(Bound::Memory))?;
+    let cie_win = cie_win
+        .get_mut(..ENTRY_FIELDS_WINDOW)
+        .ok_or(Refusal::Bound(Bound::Memory))?;
+    let mut c = Cursor::new(fde_win, addr, addr.saturating_add(4), Where::Fde);
     let end = entry_len(&mut c, r)?;
     let id_at = c.pos;
     let id = c.uint(r, 4)?;
@@ -1032,8 +1169,7 @@ fn read_fde_to<M: UserBytes>(
         .ok_or(Refusal::Malformed(Where::Fde))?;
 
     // The CIE.
-    let mut cie_win = [0; ENTRY_FIELDS_WINDOW];
-    let mut k = Cursor::new(&mut cie_win, cie, cie.saturating_add(4), Where::Cie);
+    let mut k = Cursor::new(cie_win, cie, cie.saturating_add(4), Where::Cie);
     let cie_end = entry_len(&mut k, r)?;
     if cie_end > addr {
         return Err(Refusal::Malformed(Where::Cie));
@@ -1094,7 +1230,7 @@ fn read_fde_to<M: UserBytes>(
                         return Err(Refusal::UnsupportedEncoding(Where::Cie, enc));
                     }
                     // The personality routine is not needed: skip it.
-                    read_format(&mut k, r, enc & 0x7f, ws).map_err(|e| match e {
+                    read_format(&mut Read(&mut k, r), enc & 0x7f, ws).map_err(|e| match e {
                         Refusal::UnsupportedEncoding(..) => {
                             Refusal::UnsupportedEncoding(Where::Cie, enc)
                         }
@@ -1115,8 +1251,8 @@ fn read_fde_to<M: UserBytes>(
     let cie_insns = (k.pos, cie_end);
 
     // The rest of the FDE.
-    let pc_begin = read_encoded(&mut c, r, ptr_enc, ws, None)?;
-    let range = ws.wrap(read_format(&mut c, r, ptr_enc, ws)?);
+    let pc_begin = read_encoded(&mut Read(&mut c, r), ptr_enc, ws, None)?;
+    let range = ws.wrap(read_format(&mut Read(&mut c, r), ptr_enc, ws)?);
     let pc_end = pc_begin
         .checked_add(range)
         .filter(|&e| ws.wrap(e) == e)
@@ -1458,8 +1594,10 @@ pub trait RowSink {
 /// that succeeded (or [`compile`] from its caller).
 pub struct Scratch {
     state: State,
-    /// The instructions' read window ([`Cursor`]).
-    win: [u8; WINDOW],
+    /// The instructions' window ([`Feed`]): the bytes of the instruction
+    /// being decoded ([`KEEP`] at most) and a read of [`WINDOW`] after
+    /// them.
+    win: [u8; KEEP + WINDOW],
     /// The FDE [`read_fde_into`] read, which [`compile_read`] compiles.
     fde: Fde,
 }
@@ -1485,7 +1623,28 @@ struct State {
     loc: u64,
     target: u64,
     ops: u32,
+    /// The instructions being run and the window of them read so far.
+    feed: Feed,
+    /// Where [`Interp::decode`] needed a byte past the window.
+    need: Option<u64>,
 }
+
+/// The instructions [`Interp::feed`] runs, `[pos, end)`, and the window
+/// of them it has read: `win_len` bytes from `win_addr` at the start of
+/// [`Scratch::win`].  `pos` is the next instruction's first byte.
+#[derive(Clone, Copy)]
+struct Feed {
+    pos: u64,
+    end: u64,
+    win_addr: u64,
+    win_len: usize,
+}
+
+/// Bytes of an instruction that [`Interp::decode`] may have decoded when
+/// it needs a byte past the window, kept in the window for the next
+/// decode: an opcode, two LEB128 numbers and a looked-at expression
+/// (`DW_CFA_expression`: 1 + 10 + 10 + 16 - 1), rounded up.
+const KEEP: usize = 64;
 
 impl Scratch {
     /// A scratch, by value.  It is large (the frame this type keeps off
@@ -1497,7 +1656,7 @@ impl Scratch {
 
     const EMPTY: Scratch = Scratch {
         state: State::EMPTY,
-        win: [0; WINDOW],
+        win: [0; KEEP + WINDOW],
         fde: Fde::EMPTY,
     };
 
@@ -1524,6 +1683,13 @@ impl State {
         loc: 0,
         target: 0,
         ops: 0,
+        feed: Feed {
+            pos: 0,
+            end: 0,
+            win_addr: 0,
+            win_len: 0,
+        },
+        need: None,
     };
 }
 
@@ -1656,61 +1822,143 @@ impl Interp<'_> {
 
     /// Run the instructions in `[from, to)` until the location passes the
     /// target.  `cie`: the CIE's initial instructions.
-    fn run<M: UserBytes>(
+    ///
+    /// The reads are done here, in this frame, not under the decoder
+    /// ([`Interp::decode`] reads no memory): where it needs a byte past
+    /// the window it gives up the instruction it was at, which has changed
+    /// nothing yet (each instruction reads all its operands before it
+    /// changes the state), and this reads what it needed and has it
+    /// decode that instruction again.  The reads are those of a decoder
+    /// that reads as it goes: each at the first byte past the window, of
+    /// [`WINDOW`] bytes at most, not past the region's end nor across a
+    /// page boundary (docs/design.md, "Stack use").
+    fn feed<M: UserBytes>(
         &mut self,
         r: &mut Reader<'_, M>,
         from: u64,
         to: u64,
         cie: bool,
     ) -> Res<()> {
-        // The window is the scratch's, not this frame's (the deepest
-        // path's: docs/design.md, "Stack use"), lent to the cursor.
+        self.st.feed = Feed {
+            pos: from,
+            end: to,
+            win_addr: from,
+            win_len: 0,
+        };
+        // Each round but the last reads once, within `r`'s limit.
+        for _ in 0..=r.left() {
+            match self.decode(cie) {
+                Err(NEED) => match self.st.need {
+                    Some(at) => self.refill(r, at)?,
+                    None => return Err(NEED),
+                },
+                res => return res,
+            }
+        }
+        Err(Refusal::Bound(Bound::Reads))
+    }
+
+    /// The window refilled from `at`, the first byte [`Interp::decode`]
+    /// needed past it, keeping the bytes of the instruction it gave up
+    /// (from [`Feed::pos`]).
+    #[inline(never)]
+    fn refill<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, at: u64) -> Res<()> {
+        let bad = Refusal::Malformed(Where::Instructions);
+        let f = self.st.feed;
+        let win = self
+            .win
+            .as_deref_mut()
+            .ok_or(Refusal::Bound(Bound::Memory))?;
+        // The instruction's bytes before `at`: in the window (it decodes
+        // front to back, and only the last of its operands skips).
+        let kept = at.checked_sub(f.pos).ok_or(bad)?;
+        if kept > 0 {
+            let from = f.pos.checked_sub(f.win_addr).ok_or(bad)?;
+            let to = at.checked_sub(f.win_addr).ok_or(bad)?;
+            if kept > KEEP as u64 || to > f.win_len as u64 {
+                return Err(bad);
+            }
+            win.copy_within(from as usize..to as usize, 0);
+        }
+        let to_page = PAGE - (at & (PAGE - 1));
+        let len = f.end.saturating_sub(at).min(to_page).min(WINDOW as u64) as usize;
+        let kept = kept as usize;
+        let buf = win.get_mut(kept..kept + len).ok_or(bad)?;
+        r.read(at, buf, Where::Instructions)?;
+        self.st.feed.win_addr = f.pos;
+        self.st.feed.win_len = kept + len;
+        Ok(())
+    }
+
+    /// The instructions of the feed, from its `pos`, decoded from the
+    /// window only: [`NEED`] where it needs a byte past it, whose address
+    /// is then in [`State::need`] (and the feed's `pos` is the first byte
+    /// of the instruction it gave up).  Not generic, and out of line: one
+    /// decoder for every memory, with no reads under its frames.
+    #[inline(never)]
+    fn decode(&mut self, cie: bool) -> Res<()> {
         // Always there (put back below on every path); were it not, a
         // transient refusal, not one the rows would remember.
         let Some(win) = self.win.take() else {
             return Err(Refusal::Bound(Bound::Memory));
         };
-        let mut c = Cursor::new(win, from, to, Where::Instructions);
-        let res = self.run_on(&mut c, r, cie);
-        self.win = Some(c.win);
+        let f = self.st.feed;
+        let mut c = Insns {
+            win: win.get(..f.win_len).unwrap_or_default(),
+            base: f.win_addr,
+            pos: f.pos,
+            end: f.end,
+            need: None,
+        };
+        // Each instruction is at least one byte; the count is bounded
+        // by MAX_OPS for this call and the previous ones together.
+        let mut res = Ok(());
+        while c.pos < c.end {
+            if self.ops >= MAX_OPS {
+                res = Err(Refusal::Bound(Bound::Instructions));
+                break;
+            }
+            let (at, ops) = (c.pos, self.ops);
+            self.ops += 1;
+            match self.instruction(&mut c, cie) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    if e == NEED {
+                        // Given up, to be decoded again from its start.
+                        c.pos = at;
+                        self.ops = ops;
+                    }
+                    res = Err(e);
+                    break;
+                }
+            }
+        }
+        self.st.feed.pos = c.pos;
+        self.st.need = c.need;
+        self.win = Some(win);
         res
     }
 
-    /// [`Interp::run`]'s loop.
+    /// Decode and run one instruction; `false` if the location passed the
+    /// target.
     #[inline(always)]
-    fn run_on<M: UserBytes>(
-        &mut self,
-        c: &mut Cursor<'_>,
-        r: &mut Reader<'_, M>,
-        cie: bool,
-    ) -> Res<()> {
-        // Each instruction is at least one byte; the count is bounded
-        // by MAX_OPS for this call and the previous ones together.
-        while c.pos < c.end {
-            if self.ops >= MAX_OPS {
-                return Err(Refusal::Bound(Bound::Instructions));
+    fn instruction(&mut self, c: &mut Insns<'_>, cie: bool) -> Res<bool> {
+        let op = c.u8()?;
+        let low = u64::from(op & 0x3f);
+        match op & 0xc0 {
+            CFA_ADVANCE_LOC => self.advance(low, cie),
+            CFA_OFFSET => {
+                let off = self.factored_u(c.uleb()?)?;
+                self.set(low, Rule::Offset(off));
+                Ok(true)
             }
-            self.ops += 1;
-            let op = c.u8(r)?;
-            let low = u64::from(op & 0x3f);
-            let go_on = match op & 0xc0 {
-                CFA_ADVANCE_LOC => self.advance(low, cie)?,
-                CFA_OFFSET => {
-                    let off = self.factored_u(c.uleb(r)?)?;
-                    self.set(low, Rule::Offset(off));
-                    true
-                }
-                CFA_RESTORE => {
-                    self.restore(low, cie)?;
-                    true
-                }
-                _ => self.extended(op, c, r, cie)?,
-            };
-            if !go_on {
-                break;
+            CFA_RESTORE => {
+                self.restore(low, cie)?;
+                Ok(true)
             }
+            _ => self.extended(op, c, cie),
         }
-        Ok(())
     }
 
     fn restore(&mut self, reg: u64, cie: bool) -> Res<()> {
@@ -1735,14 +1983,9 @@ impl Interp<'_> {
     /// [`Interp::extended`]'s frame, which is on the compilation's deepest
     /// path (docs/design.md, "Stack use").
     #[inline(never)]
-    fn cfa_expression<M: UserBytes>(
-        &mut self,
-        c: &mut Cursor<'_>,
-        r: &mut Reader<'_, M>,
-    ) -> Res<()> {
-        let len = c.uleb(r)?;
-        let e = c.expression(r, len)?;
-        let e = e.as_ref().and_then(|(e, n)| e.get(..*n));
+    fn cfa_expression(&mut self, c: &mut Insns<'_>) -> Res<()> {
+        let len = c.uleb()?;
+        let e = c.expression(len)?;
         self.row.cfa = match e {
             Some(e) => plt_pattern(e, self.arch)
                 .map(Cfa::Plt)
@@ -1757,14 +2000,9 @@ impl Interp<'_> {
     /// `DW_CFA_expression` and `DW_CFA_val_expression` (`op`): a register
     /// saved where a known pattern says, else an expression.
     #[inline(never)]
-    fn reg_expression<M: UserBytes>(
-        &mut self,
-        op: u8,
-        c: &mut Cursor<'_>,
-        r: &mut Reader<'_, M>,
-    ) -> Res<()> {
-        let reg = c.uleb(r)?;
-        let len = c.uleb(r)?;
+    fn reg_expression(&mut self, op: u8, c: &mut Insns<'_>) -> Res<()> {
+        let reg = c.uleb()?;
+        let len = c.uleb()?;
         let mut rule = if op == CFA_EXPRESSION {
             Rule::Expression
         } else {
@@ -1773,8 +2011,7 @@ impl Interp<'_> {
         if op == CFA_EXPRESSION
             && (reg == self.arch.fp || reg == self.ra_reg || reg == self.arch.bx)
         {
-            let e = c.expression(r, len)?;
-            let e = e.as_ref().and_then(|(e, n)| e.get(..*n));
+            let e = c.expression(len)?;
             let fp = reg == self.arch.fp;
             if let Some(off) = e
                 .and_then(|e| fp_pattern(e, self.arch, false))
@@ -1791,48 +2028,42 @@ impl Interp<'_> {
         Ok(())
     }
 
-    fn extended<M: UserBytes>(
-        &mut self,
-        op: u8,
-        c: &mut Cursor<'_>,
-        r: &mut Reader<'_, M>,
-        cie: bool,
-    ) -> Res<bool> {
+    fn extended(&mut self, op: u8, c: &mut Insns<'_>, cie: bool) -> Res<bool> {
         match op {
             CFA_NOP => {}
             CFA_SET_LOC => {
                 if cie {
                     return Err(Refusal::Malformed(Where::Cie));
                 }
-                let loc = read_encoded(c, r, self.ptr_enc, self.ws, None)?;
+                let loc = read_encoded(c, self.ptr_enc, self.ws, None)?;
                 if loc < self.loc {
                     return Err(Refusal::Malformed(Where::Instructions));
                 }
                 return self.move_to(loc);
             }
-            CFA_ADVANCE_LOC1 => return self.advance(c.uint(r, 1)?, cie),
-            CFA_ADVANCE_LOC2 => return self.advance(c.uint(r, 2)?, cie),
-            CFA_ADVANCE_LOC4 => return self.advance(c.uint(r, 4)?, cie),
+            CFA_ADVANCE_LOC1 => return self.advance(c.uint(1)?, cie),
+            CFA_ADVANCE_LOC2 => return self.advance(c.uint(2)?, cie),
+            CFA_ADVANCE_LOC4 => return self.advance(c.uint(4)?, cie),
             CFA_OFFSET_EXTENDED => {
-                let reg = c.uleb(r)?;
-                let off = self.factored_u(c.uleb(r)?)?;
+                let reg = c.uleb()?;
+                let off = self.factored_u(c.uleb()?)?;
                 self.set(reg, Rule::Offset(off));
             }
             CFA_RESTORE_EXTENDED => {
-                let reg = c.uleb(r)?;
+                let reg = c.uleb()?;
                 self.restore(reg, cie)?;
             }
             CFA_UNDEFINED => {
-                let reg = c.uleb(r)?;
+                let reg = c.uleb()?;
                 self.set(reg, Rule::Undefined);
             }
             CFA_SAME_VALUE => {
-                let reg = c.uleb(r)?;
+                let reg = c.uleb()?;
                 self.set(reg, Rule::SameValue);
             }
             CFA_REGISTER => {
-                let reg = c.uleb(r)?;
-                let src = c.uleb(r)?;
+                let reg = c.uleb()?;
+                let src = c.uleb()?;
                 self.set(reg, Rule::Register(reg16(src)));
             }
             CFA_REMEMBER_STATE => {
@@ -1856,57 +2087,57 @@ impl Interp<'_> {
                 self.depth = depth;
             }
             CFA_DEF_CFA => {
-                let reg = reg16(c.uleb(r)?);
-                let off = c.uleb(r)?;
+                let reg = reg16(c.uleb()?);
+                let off = c.uleb()?;
                 let off =
                     i32::try_from(off).map_err(|_| Refusal::Malformed(Where::Instructions))?;
                 self.row.cfa = Cfa::RegOffset(reg, off);
             }
             CFA_DEF_CFA_SF => {
-                let reg = reg16(c.uleb(r)?);
-                let off = self.factored(c.sleb(r)?)?;
+                let reg = reg16(c.uleb()?);
+                let off = self.factored(c.sleb()?)?;
                 self.row.cfa = Cfa::RegOffset(reg, off);
             }
             CFA_DEF_CFA_REGISTER => {
-                let reg = reg16(c.uleb(r)?);
+                let reg = reg16(c.uleb()?);
                 match &mut self.row.cfa {
                     Cfa::RegOffset(rg, _) => *rg = reg,
                     _ => return Err(Refusal::Malformed(Where::Instructions)),
                 }
             }
             CFA_DEF_CFA_OFFSET => {
-                let off = c.uleb(r)?;
+                let off = c.uleb()?;
                 let off =
                     i32::try_from(off).map_err(|_| Refusal::Malformed(Where::Instructions))?;
                 self.cfa_offset(off)?;
             }
             CFA_DEF_CFA_OFFSET_SF => {
-                let off = self.factored(c.sleb(r)?)?;
+                let off = self.factored(c.sleb()?)?;
                 self.cfa_offset(off)?;
             }
-            CFA_DEF_CFA_EXPRESSION => self.cfa_expression(c, r)?,
-            CFA_EXPRESSION | CFA_VAL_EXPRESSION => self.reg_expression(op, c, r)?,
+            CFA_DEF_CFA_EXPRESSION => self.cfa_expression(c)?,
+            CFA_EXPRESSION | CFA_VAL_EXPRESSION => self.reg_expression(op, c)?,
             CFA_OFFSET_EXTENDED_SF => {
-                let reg = c.uleb(r)?;
-                let off = self.factored(c.sleb(r)?)?;
+                let reg = c.uleb()?;
+                let off = self.factored(c.sleb()?)?;
                 self.set(reg, Rule::Offset(off));
             }
             CFA_VAL_OFFSET => {
-                let reg = c.uleb(r)?;
-                let off = self.factored_u(c.uleb(r)?)?;
+                let reg = c.uleb()?;
+                let off = self.factored_u(c.uleb()?)?;
                 self.set(reg, Rule::ValOffset(off));
             }
             CFA_VAL_OFFSET_SF => {
-                let reg = c.uleb(r)?;
-                let off = self.factored(c.sleb(r)?)?;
+                let reg = c.uleb()?;
+                let off = self.factored(c.sleb()?)?;
                 self.set(reg, Rule::ValOffset(off));
             }
             CFA_GNU_ARGS_SIZE => {
-                c.uleb(r)?;
+                c.uleb()?;
             }
             CFA_GNU_NEGATIVE_OFFSET_EXTENDED => {
-                let reg = c.uleb(r)?;
-                let off = self.factored_u(c.uleb(r)?)?;
+                let reg = c.uleb()?;
+                let off = self.factored_u(c.uleb()?)?;
                 let off = off
                     .checked_neg()
                     .ok_or(Refusal::Malformed(Where::Instructions))?;
@@ -1929,10 +2160,10 @@ pub fn row_at<M: UserBytes>(r: &mut Reader<'_, M>, fde: &Fde, ws: WordSize, pc: 
     let mut st = Scratch::EMPTY;
     st.fde = *fde;
     let mut it = Interp::start(&mut st, ws, pc, None);
-    it.run(r, fde.cie_insns.0, fde.cie_insns.1, true)?;
+    it.feed(r, fde.cie_insns.0, fde.cie_insns.1, true)?;
     it.initial = it.row;
     it.depth = 0;
-    it.run(r, fde.insns.0, fde.insns.1, false)?;
+    it.feed(r, fde.insns.0, fde.insns.1, false)?;
     Ok(it.out_row())
 }
 
@@ -2032,10 +2263,10 @@ pub fn compile_read<M: UserBytes>(
     let (loc, e) = match Interp::check(f, ws) {
         Ok(()) => {
             let mut it = Interp::start(scratch, ws, target, Some(&mut *sink));
-            let res = it.run(r, cie_insns.0, cie_insns.1, true).and_then(|()| {
+            let res = it.feed(r, cie_insns.0, cie_insns.1, true).and_then(|()| {
                 it.initial = it.row;
                 it.depth = 0;
-                it.run(r, insns.0, insns.1, false)
+                it.feed(r, insns.0, insns.1, false)
             });
             match res {
                 Ok(()) => return it.emit_last(),
