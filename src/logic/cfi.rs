@@ -1627,6 +1627,9 @@ struct State {
     feed: Feed,
     /// Where [`Interp::decode`] needed a byte past the window.
     need: Option<u64>,
+    /// Where the row [`Interp::decode`] made in `out` starts, for the
+    /// sink.
+    emit: Option<u64>,
 }
 
 /// The instructions [`Interp::feed`] runs, `[pos, end)`, and the window
@@ -1690,6 +1693,7 @@ impl State {
             win_len: 0,
         },
         need: None,
+        emit: None,
     };
 }
 
@@ -1799,12 +1803,16 @@ impl Interp<'_> {
         self.move_to(loc)
     }
 
+    /// Move the location to `loc` (not before it); the row in effect up
+    /// to it, if any, is made ([`State::out`]) for [`Interp::feed`] to
+    /// give to the sink once the instruction is done.
     fn move_to(&mut self, loc: u64) -> Res<bool> {
         if loc > self.target {
             return Ok(false);
         }
         if loc > self.loc {
-            self.emit()?;
+            self.st.out = self.out_row();
+            self.st.emit = Some(self.st.loc);
         }
         self.loc = loc;
         Ok(true)
@@ -1845,14 +1853,18 @@ impl Interp<'_> {
             win_addr: from,
             win_len: 0,
         };
-        // Each round but the last reads once, within `r`'s limit.
-        for _ in 0..=r.left() {
+        self.st.emit = None;
+        // Each round but the last reads once, within `r`'s limit, or
+        // gives the sink a row, which takes an instruction (MAX_OPS).
+        for _ in 0..=r.left().saturating_add(MAX_OPS) {
             match self.decode(cie) {
+                Ok(true) => self.flush()?,
+                Ok(false) => return Ok(()),
                 Err(NEED) => match self.st.need {
                     Some(at) => self.refill(r, at)?,
                     None => return Err(NEED),
                 },
-                res => return res,
+                Err(e) => return Err(e),
             }
         }
         Err(Refusal::Bound(Bound::Reads))
@@ -1890,13 +1902,29 @@ impl Interp<'_> {
         Ok(())
     }
 
-    /// The instructions of the feed, from its `pos`, decoded from the
-    /// window only: [`NEED`] where it needs a byte past it, whose address
-    /// is then in [`State::need`] (and the feed's `pos` is the first byte
-    /// of the instruction it gave up).  Not generic, and out of line: one
-    /// decoder for every memory, with no reads under its frames.
+    /// The row [`Interp::decode`] made, to the sink.  Out of line: the
+    /// sink's frames are under this one, beside the reads'.
     #[inline(never)]
-    fn decode(&mut self, cie: bool) -> Res<()> {
+    fn flush(&mut self) -> Res<()> {
+        let Some(at) = self.st.emit.take() else {
+            return Ok(());
+        };
+        match self.sink.as_deref_mut() {
+            Some(sink) => sink.row(at, Ok(&self.st.out)),
+            None => Ok(()),
+        }
+    }
+
+    /// The instructions of the feed, from its `pos`, decoded from the
+    /// window only, until the location passes the target or the region
+    /// ends (`false`) or a row is made for the sink (`true`, the feed's
+    /// `pos` past its instruction; [`State::emit`]); [`NEED`] where it
+    /// needs a byte past the window, whose address is then in
+    /// [`State::need`] (and the feed's `pos` is the first byte of the
+    /// instruction it gave up).  Not generic, and out of line: one decoder
+    /// for every memory, with no reads and no sink under its frames.
+    #[inline(never)]
+    fn decode(&mut self, cie: bool) -> Res<bool> {
         // Always there (put back below on every path); were it not, a
         // transient refusal, not one the rows would remember.
         let Some(win) = self.win.take() else {
@@ -1912,7 +1940,7 @@ impl Interp<'_> {
         };
         // Each instruction is at least one byte; the count is bounded
         // by MAX_OPS for this call and the previous ones together.
-        let mut res = Ok(());
+        let mut res = Ok(false);
         while c.pos < c.end {
             if self.ops >= MAX_OPS {
                 res = Err(Refusal::Bound(Bound::Instructions));
@@ -1921,6 +1949,10 @@ impl Interp<'_> {
             let (at, ops) = (c.pos, self.ops);
             self.ops += 1;
             match self.instruction(&mut c, cie) {
+                Ok(true) if self.st.emit.is_some() => {
+                    res = Ok(true);
+                    break;
+                }
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
