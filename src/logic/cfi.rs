@@ -761,6 +761,13 @@ impl<'w> Insns<'w> {
         Ok(())
     }
 
+    /// `DW_CFA_set_loc`'s address ([`read_encoded`], no `datarel`): out
+    /// of line, a leaf, so that the decoder's frame has no room for it.
+    #[inline(never)]
+    fn encoded(&mut self, enc: u8, ws: WordSize) -> Res<u64> {
+        read_encoded(self, enc, ws, None)
+    }
+
     /// The `len` bytes of a DWARF expression, to be recognised: `None` if
     /// longer than [`MAX_EXPRESSION`] (then skipped).
     fn expression(&mut self, len: u64) -> Res<Option<&'w [u8]>> {
@@ -831,6 +838,8 @@ fn fixed_size(enc: u8, ws: WordSize) -> Option<u32> {
 }
 
 /// Read a value in `enc`'s format only (no application): FDE ranges.
+/// Inlined: a frame of its own would be on every path to a read.
+#[inline(always)]
 fn read_format(c: &mut impl Bytes, enc: u8, ws: WordSize) -> Res<u64> {
     match enc & 0x0f {
         PE_ULEB128 => return c.uleb(),
@@ -850,7 +859,9 @@ fn read_format(c: &mut impl Bytes, enc: u8, ws: WordSize) -> Res<u64> {
 }
 
 /// Read an encoded pointer.  `datarel` is the base of `DW_EH_PE_datarel`
-/// (the hdr), `None` where it is not supported.
+/// (the hdr), `None` where it is not supported.  Inlined, as
+/// [`read_format`].
+#[inline(always)]
 fn read_encoded(c: &mut impl Bytes, enc: u8, ws: WordSize, datarel: Option<u64>) -> Res<u64> {
     let at = c.at();
     let field = c.pos();
@@ -2067,7 +2078,7 @@ impl Interp<'_> {
                 if cie {
                     return Err(Refusal::Malformed(Where::Cie));
                 }
-                let loc = read_encoded(c, self.ptr_enc, self.ws, None)?;
+                let loc = c.encoded(self.ptr_enc, self.ws)?;
                 if loc < self.loc {
                     return Err(Refusal::Malformed(Where::Instructions));
                 }
