@@ -1147,12 +1147,13 @@ impl TaskTables<'_> {
     /// its file's.
     #[inline(always)]
     fn fill<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Answer {
+        // The object's hdr is not copied here: this frame is under both.
         let o = self.inner.as_ref()?.objects.get(self.last)?;
-        let hdr = o.hdr?;
+        o.hdr.as_ref()?;
         if o.shared.is_some() && o.file.is_some() {
-            self.fill_shared(r, pc, ws, &hdr)
+            self.fill_shared(r, pc, ws)
         } else {
-            self.fill_own(r, pc, ws, &hdr)
+            self.fill_own(r, pc, ws)
         }
     }
 
@@ -1165,7 +1166,6 @@ impl TaskTables<'_> {
         r: &mut Reader<'_, M>,
         pc: u64,
         ws: WordSize,
-        hdr: &Hdr,
     ) -> Answer {
         let g: &mut Inner = self.inner.as_mut()?;
         let o = g.objects.get(self.last)?;
@@ -1190,7 +1190,8 @@ impl TaskTables<'_> {
             Ok(s) => s,
             Err(e) => return Some(Err(e)),
         };
-        let (res, evicted) = f.fill(rows, r, file, hdr, ws, rel, scratch);
+        // The object's hdr is its file's.
+        let (res, evicted) = f.fill(rows, r, file, &f.hdr, ws, rel, scratch);
         self.evictions = self.evictions.saturating_add(evicted.into());
         if let Ok(found) = res {
             memo_put(&mut g.memo, pc, ws, found);
@@ -1201,16 +1202,11 @@ impl TaskTables<'_> {
     /// [`TaskTables::fill`] into the object's own rows (the vDSO's, or an
     /// object whose file's rows are not shared), within the mm's cap.
     #[inline(never)]
-    fn fill_own<M: UserBytes>(
-        &mut self,
-        r: &mut Reader<'_, M>,
-        pc: u64,
-        ws: WordSize,
-        hdr: &Hdr,
-    ) -> Answer {
+    fn fill_own<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Answer {
         let mut i = self.last;
         let g: &mut Inner = self.inner.as_mut()?;
         let o = g.objects.get(i)?;
+        let hdr = o.hdr?;
         if let Some(found) = o.rows.lookup(pc) {
             self.hits = self.hits.saturating_add(1);
             memo_put(&mut g.memo, pc, ws, found);
@@ -1239,7 +1235,7 @@ impl TaskTables<'_> {
             Ok(s) => s,
             Err(e) => return Some(Err(e)),
         };
-        let res = o.rows.fill(r, hdr, ws, pc, scratch);
+        let res = o.rows.fill(r, &hdr, ws, pc, scratch);
         let after = o.bytes();
         g.add_bytes(before, after);
         if let Ok(found) = res {
