@@ -732,18 +732,31 @@ impl Inner {
         gauge(before, after);
     }
 
-    /// Drop the objects for which `keep` says no.
+    /// Drop the objects for which `keep` says no.  The kept ones are moved
+    /// down in place (as `Vec::retain`, without its panicking index: its
+    /// panic's frames would be the deepest under an object's lookup).
     fn retain(&mut self, mut keep: impl FnMut(&Object) -> bool) {
         let mut freed = 0;
-        let before = self.objects.len();
-        self.objects.retain(|o| {
-            let k = keep(o);
-            if !k {
+        let mut kept = 0;
+        let objects = &mut self.objects[..];
+        for i in 0..objects.len() {
+            let Some((done, rest)) = objects.split_at_mut_checked(i) else {
+                break;
+            };
+            let Some(o) = rest.first_mut() else {
+                break;
+            };
+            if !keep(o) {
                 freed += o.bytes();
+                continue;
             }
-            k
-        });
-        if self.objects.len() != before {
+            if let Some(slot) = done.get_mut(kept) {
+                core::mem::swap(slot, o);
+            }
+            kept += 1;
+        }
+        if kept != self.objects.len() {
+            self.objects.truncate(kept);
             self.memo_clear();
         }
         self.add_bytes(freed, 0);

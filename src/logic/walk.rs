@@ -778,6 +778,7 @@ struct Pending;
 /// most once (its answer is kept for the step); each step ends with the
 /// walk one frame further, or ended.  So a walk leaves its steps at most
 /// twice per entry of `out`.
+#[inline(always)]
 pub fn walk_tables_from<M: UserMemory + cfi::UserBytes>(
     tw: &mut TableWalk,
     mem: &mut M,
