@@ -1851,6 +1851,7 @@ impl Interp<'_> {
     /// that reads as it goes: each at the first byte past the window, of
     /// [`WINDOW`] bytes at most, not past the region's end nor across a
     /// page boundary (docs/design.md, "Stack use").
+    #[inline(always)]
     fn feed<M: UserBytes>(
         &mut self,
         r: &mut Reader<'_, M>,

@@ -808,6 +808,38 @@ impl cfi::RowSink for Collect<'_> {
     }
 }
 
+/// The last item of `items` moved to `at`, the ones from `at` on one up
+/// (`rotate_right(1)` of `items[at..]`, without its panicking assertion:
+/// its frames would be the deepest under a compilation).
+fn shift_up<T: Copy>(items: &mut [T], at: usize) {
+    let Some(&last) = items.last() else {
+        return;
+    };
+    for k in (at.saturating_add(1)..items.len()).rev() {
+        if let Some(&prev) = items.get(k - 1) {
+            if let Some(slot) = items.get_mut(k) {
+                *slot = prev;
+            }
+        }
+    }
+    if let Some(slot) = items.get_mut(at) {
+        *slot = last;
+    }
+}
+
+/// The items from `from` on moved to the start of `items` (the first
+/// `items.len() - from` of `rotate_left(from)`; the rest is left as it
+/// is, for the caller to cut).
+fn shift_down<T: Copy>(items: &mut [T], from: usize) {
+    for k in 0..items.len().saturating_sub(from) {
+        if let Some(&item) = items.get(k + from) {
+            if let Some(slot) = items.get_mut(k) {
+                *slot = item;
+            }
+        }
+    }
+}
+
 impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F, R, P> {
     /// The compiled row for `pc`, if its FDE (or its absence) has been
     /// compiled.
@@ -952,9 +984,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         let at = fdes
             .get(..before)
             .map_or(0, |old| old.partition_point(|f| f.begin <= begin));
-        if let Some(tail) = fdes.get_mut(at..) {
-            tail.rotate_right(1);
-        }
+        shift_up(fdes, at);
         Ok(())
     }
 
@@ -1021,8 +1051,8 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         };
         // The row in effect at `skip` becomes the first.
         let from = rows.partition_point(|r| r.start <= skip).saturating_sub(1);
-        rows.rotate_left(from);
         let kept = rows.len() - from;
+        shift_down(rows, from);
         let kept = rows.get_mut(..kept).unwrap_or_default();
         for r in kept.iter_mut() {
             r.start = r.start.saturating_sub(skip);
