@@ -768,9 +768,10 @@ impl<'w> Insns<'w> {
         read_encoded(self, enc, ws, None)
     }
 
-    /// The `len` bytes of a DWARF expression, to be recognised: `None` if
-    /// longer than [`MAX_EXPRESSION`] (then skipped).
-    fn expression(&mut self, len: u64) -> Res<Option<&'w [u8]>> {
+    /// The `len` bytes of a DWARF expression, to be recognised: where
+    /// they are in the window (offset, length), `None` if longer than
+    /// [`MAX_EXPRESSION`] (then skipped).
+    fn expression(&mut self, len: u64) -> Res<Option<(usize, usize)>> {
         if len > MAX_EXPRESSION as u64 {
             self.skip(len)?;
             return Ok(None);
@@ -778,7 +779,9 @@ impl<'w> Insns<'w> {
         if len > self.left() {
             return Err(Refusal::Malformed(Where::Instructions));
         }
-        self.take(len).map(Some)
+        let from = self.pos.wrapping_sub(self.base) as usize;
+        let e = self.take(len)?;
+        Ok(Some((from, e.len())))
     }
 }
 
@@ -1641,6 +1644,17 @@ struct State {
     /// Where the row [`Interp::decode`] made in `out` starts, for the
     /// sink.
     emit: Option<u64>,
+    /// An expression [`Interp::decode`] found, for [`Interp::recognise`].
+    expr: Option<Expr>,
+}
+
+/// An expression of the instruction [`Interp::decode`] just ran: the rule
+/// of the CFA (`of: None`) or of a register, and where its bytes are in
+/// the window (offset, length; `None`: too long to look at).
+#[derive(Clone, Copy)]
+struct Expr {
+    of: Option<u64>,
+    at: Option<(usize, usize)>,
 }
 
 /// The instructions [`Interp::feed`] runs, `[pos, end)`, and the window
@@ -1705,6 +1719,7 @@ impl State {
         },
         need: None,
         emit: None,
+        expr: None,
     };
 }
 
@@ -1866,11 +1881,15 @@ impl Interp<'_> {
             win_len: 0,
         };
         self.st.emit = None;
+        self.st.expr = None;
         // Each round but the last reads once, within `r`'s limit, or
         // gives the sink a row, which takes an instruction (MAX_OPS).
         for _ in 0..=r.left().saturating_add(MAX_OPS) {
             match self.decode(cie) {
-                Ok(true) => self.flush()?,
+                Ok(true) => {
+                    self.recognise();
+                    self.flush()?;
+                }
                 Ok(false) => return Ok(()),
                 Err(NEED) => match self.st.need {
                     Some(at) => self.refill(r, at)?,
@@ -1902,7 +1921,15 @@ impl Interp<'_> {
             if kept > KEEP as u64 || to > f.win_len as u64 {
                 return Err(bad);
             }
-            win.copy_within(from as usize..to as usize, 0);
+            // Byte by byte (`copy_within` would bring its panic's frames
+            // under this one): at most KEEP bytes, down.
+            for (k, i) in (from as usize..to as usize).enumerate() {
+                if let Some(&b) = win.get(i) {
+                    if let Some(slot) = win.get_mut(k) {
+                        *slot = b;
+                    }
+                }
+            }
         }
         let to_page = PAGE - (at & (PAGE - 1));
         let len = f.end.saturating_sub(at).min(to_page).min(WINDOW as u64) as usize;
@@ -1959,9 +1986,10 @@ impl Interp<'_> {
                 break;
             }
             let (at, ops) = (c.pos, self.ops);
-            self.ops += 1;
+            // Below MAX_OPS: no overflow (nor its panic's frames).
+            self.ops = ops.wrapping_add(1);
             match self.instruction(&mut c, cie) {
-                Ok(true) if self.st.emit.is_some() => {
+                Ok(true) if self.st.emit.is_some() || self.st.expr.is_some() => {
                     res = Ok(true);
                     break;
                 }
@@ -2021,55 +2049,81 @@ impl Interp<'_> {
         Ok(())
     }
 
-    /// `DW_CFA_def_cfa_expression`: the patterns the walk knows, else an
-    /// expression it does not evaluate.  Out of line, as
-    /// [`Interp::reg_expression`]: the expression's bytes are not in
-    /// [`Interp::extended`]'s frame, which is on the compilation's deepest
-    /// path (docs/design.md, "Stack use").
+    /// `DW_CFA_def_cfa_expression`: the expression's place in the window
+    /// kept for [`Interp::recognise`], which [`Interp::feed`] calls once
+    /// the instruction is done (the patterns' frames are not under the
+    /// decoder's: docs/design.md, "Stack use").
     #[inline(never)]
     fn cfa_expression(&mut self, c: &mut Insns<'_>) -> Res<()> {
         let len = c.uleb()?;
-        let e = c.expression(len)?;
-        self.row.cfa = match e {
-            Some(e) => plt_pattern(e, self.arch)
-                .map(Cfa::Plt)
-                .or_else(|| fp_pattern(e, self.arch, true).map(Cfa::DerefFp))
-                .or_else(|| sp_pattern(e, self.arch, true).map(Cfa::DerefSp))
-                .unwrap_or(Cfa::Expression),
-            None => Cfa::Expression,
-        };
+        let at = c.expression(len)?;
+        self.st.expr = Some(Expr { of: None, at });
         Ok(())
     }
 
     /// `DW_CFA_expression` and `DW_CFA_val_expression` (`op`): a register
-    /// saved where a known pattern says, else an expression.
+    /// saved where a known pattern says ([`Interp::recognise`], as
+    /// [`Interp::cfa_expression`]), else an expression.
     #[inline(never)]
     fn reg_expression(&mut self, op: u8, c: &mut Insns<'_>) -> Res<()> {
         let reg = c.uleb()?;
         let len = c.uleb()?;
-        let mut rule = if op == CFA_EXPRESSION {
+        if op == CFA_EXPRESSION
+            && (reg == self.arch.fp || reg == self.ra_reg || reg == self.arch.bx)
+        {
+            let at = c.expression(len)?;
+            self.st.expr = Some(Expr { of: Some(reg), at });
+            return Ok(());
+        }
+        c.skip(len)?;
+        let rule = if op == CFA_EXPRESSION {
             Rule::Expression
         } else {
             Rule::ValExpression
         };
-        if op == CFA_EXPRESSION
-            && (reg == self.arch.fp || reg == self.ra_reg || reg == self.arch.bx)
-        {
-            let e = c.expression(len)?;
-            let fp = reg == self.arch.fp;
-            if let Some(off) = e
-                .and_then(|e| fp_pattern(e, self.arch, false))
-                .filter(|_| fp)
-            {
-                rule = Rule::AtFp(off);
-            } else if let Some(off) = e.and_then(|e| sp_pattern(e, self.arch, false)) {
-                rule = Rule::AtSp(off);
-            }
-        } else {
-            c.skip(len)?;
-        }
         self.set(reg, rule);
         Ok(())
+    }
+
+    /// The rule of the expression [`Interp::decode`] kept
+    /// ([`State::expr`]), from its bytes in the window: the patterns the
+    /// walk knows, else an expression it does not evaluate.  Out of line:
+    /// the patterns' frames are beside the decoder's, not under it.
+    #[inline(never)]
+    fn recognise(&mut self) {
+        let Some(x) = self.st.expr.take() else {
+            return;
+        };
+        let arch = self.arch;
+        let e = x
+            .at
+            .and_then(|(from, len)| self.win.as_deref()?.get(from..from.checked_add(len)?));
+        match x.of {
+            None => {
+                self.st.row.cfa = match e {
+                    Some(e) => plt_pattern(e, arch)
+                        .map(Cfa::Plt)
+                        .or_else(|| fp_pattern(e, arch, true).map(Cfa::DerefFp))
+                        .or_else(|| sp_pattern(e, arch, true).map(Cfa::DerefSp))
+                        .unwrap_or(Cfa::Expression),
+                    None => Cfa::Expression,
+                };
+            }
+            Some(reg) => {
+                let fp = reg == arch.fp;
+                let rule = if let Some(off) = e
+                    .and_then(|e| fp_pattern(e, arch, false))
+                    .filter(|_| fp)
+                {
+                    Rule::AtFp(off)
+                } else if let Some(off) = e.and_then(|e| sp_pattern(e, arch, false)) {
+                    Rule::AtSp(off)
+                } else {
+                    Rule::Expression
+                };
+                self.set(reg, rule);
+            }
+        }
     }
 
     fn extended(&mut self, op: u8, c: &mut Insns<'_>, cie: bool) -> Res<bool> {
@@ -2117,7 +2171,8 @@ impl Interp<'_> {
                     .get_mut(st.depth)
                     .ok_or(Refusal::Bound(Bound::StateDepth))?;
                 *slot = st.row;
-                st.depth += 1;
+                // A slot of the stack: below MAX_STATE_DEPTH.
+                st.depth = st.depth.wrapping_add(1);
             }
             CFA_RESTORE_STATE => {
                 let depth = self
