@@ -337,6 +337,9 @@ impl<'a> FileBytes<'a> {
 }
 
 impl UserBytes for FileBytes<'_> {
+    // Inlined into the window's refill: a frame of its own would be on
+    // every path to a read of a file.
+    #[inline]
     fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Option<()> {
         let len = buf.len();
         let pos = match self.layout {
@@ -551,9 +554,7 @@ fn file_rows<M: UserBytes>(
     // May reclaim, and so call the shrinker, which only try-locks `FILES`.
     files.push(new.clone(), GFP_KERNEL_ACCOUNT).ok()?;
     // Sorted insertion: the new entry moves down to its place.
-    if let Some(tail) = files.get_mut(at..) {
-        tail.rotate_right(1);
-    }
+    rows::shift_up(&mut files, at);
     Some(FileUse::new(&new))
 }
 

@@ -810,20 +810,14 @@ impl cfi::RowSink for Collect<'_> {
 
 /// The last item of `items` moved to `at`, the ones from `at` on one up
 /// (`rotate_right(1)` of `items[at..]`, without its panicking assertion:
-/// its frames would be the deepest under a compilation).
-fn shift_up<T: Copy>(items: &mut [T], at: usize) {
-    let Some(&last) = items.last() else {
-        return;
-    };
+/// its frames would be the deepest under a compilation or a lookup).
+pub fn shift_up<T>(items: &mut [T], at: usize) {
     for k in (at.saturating_add(1)..items.len()).rev() {
-        if let Some(&prev) = items.get(k - 1) {
-            if let Some(slot) = items.get_mut(k) {
-                *slot = prev;
+        if let Some((low, high)) = items.split_at_mut_checked(k) {
+            if let (Some(a), Some(b)) = (low.last_mut(), high.first_mut()) {
+                core::mem::swap(a, b);
             }
         }
-    }
-    if let Some(slot) = items.get_mut(at) {
-        *slot = last;
     }
 }
 
