@@ -74,9 +74,9 @@ ROOTS = [
 # over demangled names; every function matching callee is a target, and
 # 'kernel:NAME' is a kernel function.
 INDIRECT = [
-    # deferred::process calls each registered work's func: perf's (the
+    # deferred::call_works calls each registered work's func: perf's (the
     # only in-tree user; the test modules' and KUnit's are tests).
-    (r'unwind_rust::deferred::process', r'unwind_rust::perf::deferred_callback'),
+    (r'unwind_rust::deferred::call_works', r'unwind_rust::perf::deferred_callback'),
     # perf_callchain_deferred_iterate() -> perf_iterate_sb() calls the
     # output function deferred_callback passes it.
     (r'perf_iterate_sb(_cpu)?', r'unwind_rust::perf::deferred_output'),

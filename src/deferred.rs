@@ -283,7 +283,7 @@ unsafe fn process(task: &CurrentTask) {
     // block for as long as user space makes it (FUSE, userfaultfd), and
     // cancel must not wait for that.  From here on every requested
     // callback is called, with an empty trace if the walk failed.
-    let (mut st, _cache) = match cache::user_faultable(task) {
+    let (st, _cache) = match cache::user_faultable(task) {
         Ok((st, cache)) => (st, Some(cache)),
         Err(_) => (
             bindings::unwind_stacktrace {
@@ -293,6 +293,21 @@ unsafe fn process(task: &CurrentTask) {
             None,
         ),
     };
+    // SAFETY: `st` is the trace of the walk just done (its entries are in
+    // the cache, alive until the task is freed); the caller's promise is
+    // this function's.
+    unsafe { call_works(current, st) };
+}
+
+/// [`process`]'s second half: call each requested work with the trace
+/// `st`.  Out of line: its frame (the SRCU section, the bits) is not
+/// under the walk's.
+///
+/// # Safety
+///
+/// As [`process`]; `st` is a valid trace for as long as this runs.
+#[inline(never)]
+unsafe fn call_works(current: CurrentInfo<'_>, mut st: bindings::unwind_stacktrace) {
     // Enter the read-side section before taking the bits: a bit taken
     // here may belong to a work that `cancel()` is removing, and cancel
     // gives the bit to a new work only after this section ends, so the

@@ -385,7 +385,7 @@ struct FileRows {
 #[pinned_drop]
 impl PinnedDrop for FileRows {
     fn drop(self: Pin<&mut Self>) {
-        let bytes = self.bytes.load(Relaxed) + FILE_ROWS_SIZE;
+        let bytes = self.bytes.load(Relaxed).saturating_add(FILE_ROWS_SIZE);
         file_gauge(bytes, 0);
         if let Some(c) = STATS.get(FILES_CACHED) {
             c.add(u64::MAX, Relaxed);
