@@ -709,6 +709,35 @@ impl<M: UserBytes> Bytes for Read<'_, '_, '_, M> {
     }
 }
 
+/// A table entry's fields, whose encoding has a fixed size
+/// ([`fixed_size`], checked before): read without the LEB128 readers,
+/// which such an encoding never reaches, so that they are not frames
+/// under the search's.
+struct Fixed<B: Bytes>(B);
+
+impl<B: Bytes> Bytes for Fixed<B> {
+    #[inline]
+    fn u8(&mut self) -> Res<u8> {
+        self.0.u8()
+    }
+    #[inline]
+    fn uleb(&mut self) -> Res<u64> {
+        Err(Refusal::UnsupportedEncoding(self.0.at(), PE_ULEB128))
+    }
+    #[inline]
+    fn sleb(&mut self) -> Res<i64> {
+        Err(Refusal::UnsupportedEncoding(self.0.at(), PE_SLEB128))
+    }
+    #[inline]
+    fn pos(&self) -> u64 {
+        self.0.pos()
+    }
+    #[inline]
+    fn at(&self) -> Where {
+        self.0.at()
+    }
+}
+
 /// The interpreter's instructions, `[pos, end)`, decoded from a window of
 /// them only (`win`, the bytes from `base`), reading no memory: a byte
 /// past the window is [`NEED`], its address kept in `need`, for
@@ -1017,12 +1046,12 @@ pub fn search_range<M: UserBytes>(
                 c.pos = at.saturating_add(u64::from(size));
                 p.start
             }
-            _ => read_encoded(&mut Read(&mut c, r), enc, ws, Some(h.addr))?,
+            _ => read_encoded(&mut Fixed(Read(&mut c, r)), enc, ws, Some(h.addr))?,
         };
         if start <= pc {
             let fde = match slot.as_deref() {
                 Some(p) if p.state == PROBE_BOTH => p.fde,
-                _ => read_encoded(&mut Read(&mut c, r), enc, ws, Some(h.addr))?,
+                _ => read_encoded(&mut Fixed(Read(&mut c, r)), enc, ws, Some(h.addr))?,
             };
             if let Some(p) = slot {
                 *p = Probe {
