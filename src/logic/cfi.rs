@@ -1670,9 +1670,10 @@ struct State {
     feed: Feed,
     /// Where [`Interp::decode`] needed a byte past the window.
     need: Option<u64>,
-    /// Where the row [`Interp::decode`] made in `out` starts, for the
-    /// sink.
-    emit: Option<u64>,
+    /// The rows [`Interp::decode`] made, with where each starts, for
+    /// [`Interp::flush`] to give to the sink: `..made` of them.
+    made_rows: [(u64, Row); ROWS_HELD],
+    made: usize,
     /// An expression [`Interp::decode`] found, for [`Interp::recognise`].
     expr: Option<Expr>,
 }
@@ -1696,6 +1697,12 @@ struct Feed {
     win_addr: u64,
     win_len: usize,
 }
+
+/// Rows [`Interp::decode`] makes before it returns them to
+/// [`Interp::feed`] for the sink: it returns once per that many rows, not
+/// once per row (a compilation of i386 FDEs, 18 rows each on average,
+/// took 7% more instructions so).
+const ROWS_HELD: usize = 8;
 
 /// Bytes of an instruction that [`Interp::decode`] may have decoded when
 /// it needs a byte past the window, kept in the window for the next
@@ -1747,7 +1754,8 @@ impl State {
             win_len: 0,
         },
         need: None,
-        emit: None,
+        made_rows: [(0, Row::INITIAL); ROWS_HELD],
+        made: 0,
         expr: None,
     };
 }
@@ -1866,8 +1874,15 @@ impl Interp<'_> {
             return Ok(false);
         }
         if loc > self.loc {
-            self.st.out = self.out_row();
-            self.st.emit = Some(self.st.loc);
+            let row = (self.st.loc, self.out_row());
+            // Room: the decoder returns when it is full.
+            let slot = self
+                .st
+                .made_rows
+                .get_mut(self.st.made)
+                .ok_or(Refusal::Bound(Bound::Memory))?;
+            *slot = row;
+            self.st.made += 1;
         }
         self.loc = loc;
         Ok(true)
@@ -1909,23 +1924,31 @@ impl Interp<'_> {
             win_addr: from,
             win_len: 0,
         };
-        self.st.emit = None;
+        self.st.made = 0;
         self.st.expr = None;
         // Each round but the last reads once, within `r`'s limit, or
-        // gives the sink a row, which takes an instruction (MAX_OPS).
+        // recognises an expression or gives the sink rows, each of which
+        // took an instruction (MAX_OPS).  The rows made go to the sink
+        // before anything that ends the run, as they would have before
+        // it happened.
         for _ in 0..=r.left().saturating_add(MAX_OPS) {
-            match self.decode(cie) {
+            let res = match self.decode(cie) {
                 Ok(true) => {
                     self.recognise();
                     self.flush()?;
+                    continue;
                 }
-                Ok(false) => return Ok(()),
                 Err(NEED) => match self.st.need {
-                    Some(at) => self.refill(r, at)?,
-                    None => return Err(NEED),
+                    Some(at) => match self.refill(r, at) {
+                        Ok(()) => continue,
+                        Err(e) => Err(e),
+                    },
+                    None => Err(NEED),
                 },
-                Err(e) => return Err(e),
-            }
+                res => res.map(|_| ()),
+            };
+            self.flush()?;
+            return res;
         }
         Err(Refusal::Bound(Bound::Reads))
     }
@@ -1970,23 +1993,26 @@ impl Interp<'_> {
         Ok(())
     }
 
-    /// The row [`Interp::decode`] made, to the sink.  Out of line: the
+    /// The rows [`Interp::decode`] made, to the sink.  Out of line: the
     /// sink's frames are under this one, beside the reads'.
     #[inline(never)]
     fn flush(&mut self) -> Res<()> {
-        let Some(at) = self.st.emit.take() else {
+        let made = core::mem::take(&mut self.st.made);
+        let Some(sink) = self.sink.as_deref_mut() else {
             return Ok(());
         };
-        match self.sink.as_deref_mut() {
-            Some(sink) => sink.row(at, Ok(&self.st.out)),
-            None => Ok(()),
+        for (at, row) in self.st.made_rows.iter().take(made) {
+            sink.row(*at, Ok(row))?;
         }
+        Ok(())
     }
 
     /// The instructions of the feed, from its `pos`, decoded from the
     /// window only, until the location passes the target or the region
-    /// ends (`false`) or a row is made for the sink (`true`, the feed's
-    /// `pos` past its instruction; [`State::emit`]); [`NEED`] where it
+    /// ends (`false`), or [`ROWS_HELD`] rows are made for the sink or an
+    /// expression for [`Interp::recognise`] (`true`, the feed's `pos` past
+    /// the instruction; [`State::made_rows`], [`State::expr`]); the rows
+    /// made before it ends are in the state too.  [`NEED`] where it
     /// needs a byte past the window, whose address is then in
     /// [`State::need`] (and the feed's `pos` is the first byte of the
     /// instruction it gave up).  Not generic, and out of line: one decoder
@@ -2018,7 +2044,7 @@ impl Interp<'_> {
             // Below MAX_OPS: no overflow (nor its panic's frames).
             self.ops = ops.wrapping_add(1);
             match self.instruction(&mut c, cie) {
-                Ok(true) if self.st.emit.is_some() || self.st.expr.is_some() => {
+                Ok(true) if self.st.made >= ROWS_HELD || self.st.expr.is_some() => {
                     res = Ok(true);
                     break;
                 }
