@@ -1882,7 +1882,8 @@ impl Interp<'_> {
                 .get_mut(self.st.made)
                 .ok_or(Refusal::Bound(Bound::Memory))?;
             *slot = row;
-            self.st.made += 1;
+            // Below ROWS_HELD: no overflow (nor its panic's frames).
+            self.st.made = self.st.made.wrapping_add(1);
         }
         self.loc = loc;
         Ok(true)
