@@ -659,7 +659,7 @@ struct Inner {
     /// objects first, so that no rows of the other register numbering go
     /// into a file's rows that other processes use.
     ws: Option<WordSize>,
-    /// The interpreter's state while it compiles an FDE (1,280 bytes, a
+    /// The interpreter's state while it compiles an FDE (1,760 bytes, a
     /// 2 KiB slab object, off the kernel stack; used under the mutex, so
     /// one per mm is enough),
     /// allocated at the mm's first compilation.

@@ -1627,7 +1627,7 @@ pub trait RowSink {
 
 /// The interpreter's state, in storage its caller keeps: with its
 /// `DW_CFA_remember_state` stack, its read window and the FDE it compiles,
-/// 1,280 bytes, too many for the kernel stack under a walk (the kernel
+/// 1,760 bytes, too many for the kernel stack under a walk (the kernel
 /// keeps one per mm, in the cache whose mutex the walk holds while
 /// compiling; docs/design.md, "Stack use").  What it holds
 /// between uses does not matter: each use sets every field it reads, and
