@@ -243,10 +243,14 @@ impl Object {
 }
 
 /// Bytes allocated for `rows`.
+#[inline(never)]
 fn rows_bytes(rows: &Rows) -> usize {
-    rows.fdes.0.capacity() * core::mem::size_of::<FdeEntry>()
-        + rows.rows.0.capacity() * core::mem::size_of::<PackedRow>()
-        + rows.probes.0.capacity() * core::mem::size_of::<cfi::Probe>()
+    // Out of line: a leaf, not in its callers' frames.  Saturating (the capacities' bytes fit: they are allocated), so that
+    // no overflow panic's frames are under the lookup's and fill's.
+    let bytes = |n: usize, size: usize| n.saturating_mul(size);
+    bytes(rows.fdes.0.capacity(), core::mem::size_of::<FdeEntry>())
+        .saturating_add(bytes(rows.rows.0.capacity(), core::mem::size_of::<PackedRow>()))
+        .saturating_add(bytes(rows.probes.0.capacity(), core::mem::size_of::<cfi::Probe>()))
 }
 
 /// The file a vma maps (null for anonymous memory and the vDSO) and its
@@ -706,12 +710,29 @@ fn scratch_of(s: &mut Option<KBox<Scratch>>) -> Result<&mut Scratch, Cause> {
 }
 
 impl Inner {
-    /// Add `object` in its place; its index.  Out of line, and given the
-    /// object by value where it is made: the object is in this frame, not
-    /// in [`TaskTables::add_object`]'s, over the lookups' reads.
+    /// Add the object of the mapping `(start, end, pgoff, base, vdso)` in
+    /// its place; its index.  Out of line, and given the object's parts:
+    /// the object is made in this frame, not in
+    /// [`TaskTables::add_object`]'s, over the lookups' reads.
     #[inline(never)]
-    fn insert(&mut self, object: Object) -> Option<usize> {
-        let (start, end) = (object.start, object.end);
+    fn insert(
+        &mut self,
+        (start, end, pgoff, base, vdso): (u64, u64, u64, u64, bool),
+        file: Option<ARef<File>>,
+        hdr: Option<&Hdr>,
+        shared: Option<FileUse>,
+    ) -> Option<usize> {
+        let object = Object {
+            start,
+            end,
+            file,
+            pgoff,
+            vdso,
+            hdr: hdr.copied(),
+            base,
+            shared,
+            rows: Rows::default(),
+        };
         // What overlaps it is stale (the mappings changed during the walk).
         self.retain(|o| o.end <= start || o.start >= end);
         let at = self.objects.partition_point(|o| o.start < start);
@@ -748,7 +769,7 @@ impl Inner {
                 break;
             };
             if !keep(o) {
-                freed += o.bytes();
+                freed = o.bytes().saturating_add(freed);
                 continue;
             }
             if let Some(slot) = done.get_mut(kept) {
@@ -1095,17 +1116,12 @@ impl<'a> TaskTables<'a> {
             }
         };
         let g = self.inner.as_mut()?;
-        g.insert(Object {
-            start,
-            end,
+        g.insert(
+            (start, end, pgoff, base.unwrap_or(0) as u64, vdso),
             file,
-            pgoff,
-            vdso,
-            hdr,
-            base: base.unwrap_or(0) as u64,
+            hdr.as_ref(),
             shared,
-            rows: Rows::default(),
-        })
+        )
     }
 
     /// Count this walk's outcome (`stats`, the lookups, how it ended).
