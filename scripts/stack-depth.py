@@ -64,7 +64,9 @@ ROOTS = [
     ('task_work', r'unwind_rust::deferred::task_work_fn', False),
     ('faultable', r'unwind_user_faultable', False),
     ('nmi', r'unwind_user', False),
-    ('table-walk', r'unwind_rust::logic::walk::walk_tables_from::<unwind_rust::walk::'
+    # The walk's own steps (walk_tables_from, which also settles the
+    # lookups and compilations, is inlined into cache::user_faultable).
+    ('table-walk', r'<unwind_rust::logic::walk::TableWalk>::run::<unwind_rust::walk::'
      r'CurrentUserMemory, unwind_rust::tables::TaskTables>', True),
     ('interpreter', r'<unwind_rust::logic::rows::ObjectRows<.*>>::insert::'
      r'<unwind_rust::walk::CurrentUserMemory>', True),

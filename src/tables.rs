@@ -249,8 +249,14 @@ fn rows_bytes(rows: &Rows) -> usize {
     // no overflow panic's frames are under the lookup's and fill's.
     let bytes = |n: usize, size: usize| n.saturating_mul(size);
     bytes(rows.fdes.0.capacity(), core::mem::size_of::<FdeEntry>())
-        .saturating_add(bytes(rows.rows.0.capacity(), core::mem::size_of::<PackedRow>()))
-        .saturating_add(bytes(rows.probes.0.capacity(), core::mem::size_of::<cfi::Probe>()))
+        .saturating_add(bytes(
+            rows.rows.0.capacity(),
+            core::mem::size_of::<PackedRow>(),
+        ))
+        .saturating_add(bytes(
+            rows.probes.0.capacity(),
+            core::mem::size_of::<cfi::Probe>(),
+        ))
 }
 
 /// The file a vma maps (null for anonymous memory and the vDSO) and its

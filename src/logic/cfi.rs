@@ -519,9 +519,10 @@ impl<M: UserBytes> UserBytes for Reader<'_, M> {
 }
 
 /// A bounded region of user memory read front to back through a window,
-/// the caller's: sized to what the reader reads (an hdr, a table entry,
-/// an FDE's or a CIE's fields) on the stack, and for the interpreter's
-/// instructions [`WINDOW`] bytes in its [`Scratch`].
+/// the caller's: sized to what the reader reads (an hdr, a table entry)
+/// on the stack, or in the [`Scratch`] (an FDE's and a CIE's fields).
+/// The interpreter's instructions are read by [`Interp::feed`] into the
+/// scratch's window and decoded from it ([`Insns`]).
 struct Cursor<'w> {
     pos: u64,
     end: u64,
@@ -1770,7 +1771,8 @@ impl Default for Scratch {
 /// rows go.  Its fields are the state's, through `Deref`.
 struct Interp<'s> {
     st: &'s mut State,
-    /// The read window, lent to each [`Interp::run`]'s cursor.
+    /// The instructions' window ([`Scratch::win`]): read into by
+    /// [`Interp::refill`], decoded from by [`Interp::decode`].
     win: Option<&'s mut [u8]>,
     /// [`compile`]: where each row goes as the location advances.
     sink: Option<&'s mut dyn RowSink>,
@@ -2151,9 +2153,8 @@ impl Interp<'_> {
             return;
         };
         let arch = self.arch;
-        let e = x
-            .at
-            .and_then(|(from, len)| self.win.as_deref()?.get(from..from.checked_add(len)?));
+        let e =
+            x.at.and_then(|(from, len)| self.win.as_deref()?.get(from..from.checked_add(len)?));
         match x.of {
             None => {
                 self.st.row.cfa = match e {
@@ -2167,16 +2168,14 @@ impl Interp<'_> {
             }
             Some(reg) => {
                 let fp = reg == arch.fp;
-                let rule = if let Some(off) = e
-                    .and_then(|e| fp_pattern(e, arch, false))
-                    .filter(|_| fp)
-                {
-                    Rule::AtFp(off)
-                } else if let Some(off) = e.and_then(|e| sp_pattern(e, arch, false)) {
-                    Rule::AtSp(off)
-                } else {
-                    Rule::Expression
-                };
+                let rule =
+                    if let Some(off) = e.and_then(|e| fp_pattern(e, arch, false)).filter(|_| fp) {
+                        Rule::AtFp(off)
+                    } else if let Some(off) = e.and_then(|e| sp_pattern(e, arch, false)) {
+                        Rule::AtSp(off)
+                    } else {
+                        Rule::Expression
+                    };
                 self.set(reg, rule);
             }
         }
