@@ -1705,17 +1705,32 @@ proptest! {
     /// its CIE's and its FDE's instructions copied so that a page
     /// boundary falls at each of their bytes in turn (a read stops at a
     /// page's end), an FDE compiles to the same rows (or the same
-    /// refusal), and no read crosses the boundary.
+    /// refusal), and no read crosses the boundary.  With `abs`, the CIE's
+    /// pointers are absolute (`udata4`) and `DW_CFA_set_loc`s are among
+    /// the FDE's instructions (pc-relative ones would change as they
+    /// move).
     #[test]
     fn instructions_split_anywhere(
         cie_tail in proptest::collection::vec(prop_oneof![gen_insn(), gen_long_insn()], 0..4),
         insns in proptest::collection::vec(prop_oneof![gen_insn(), gen_long_insn()], 0..24),
+        set_locs in proptest::collection::vec((0usize..24, 0u32..0x400), 0..4),
+        abs in any::<bool>(),
         w4 in any::<bool>(),
     ) {
         let ws = if w4 { W4 } else { W8 };
         let code = if w4 { 0x0804_8000 } else { CODE };
+        let mut insns = insns;
+        if abs {
+            for &(at, off) in &set_locs {
+                let i = at.min(insns.len());
+                insns.insert(i, [&[0x01u8][..], &(code as u32 + off).to_le_bytes()].concat());
+            }
+        }
         let insns: Vec<u8> = insns.into_iter().flatten().collect();
         let mut o = Obj::new(ws).fde(code, 0x400, insns);
+        if abs {
+            o.cies[0].aug_data = vec![0x03];
+        }
         let tail: Vec<u8> = cie_tail
             .into_iter()
             .filter(|i| !matches!(i[0] & 0xc0, 0x40 | 0xc0) && !matches!(i[0], 0x01..=0x04 | 0x06 | 0x0a | 0x0b))

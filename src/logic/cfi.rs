@@ -555,7 +555,7 @@ impl<'w> Cursor<'w> {
     }
 
     /// The next byte: the window's, inlined into the readers above it
-    /// (`uint`, `read_format`, LEB128, the interpreter's loop), with the
+    /// (`uint`, `read_format`, LEB128), with the
     /// refill out of line, so that a read is one frame over the refill,
     /// not three over the read (docs/design.md, "Stack use").
     #[inline]
@@ -1869,8 +1869,8 @@ impl Interp<'_> {
     }
 
     /// Move the location to `loc` (not before it); the row in effect up
-    /// to it, if any, is made ([`State::out`]) for [`Interp::feed`] to
-    /// give to the sink once the instruction is done.
+    /// to it, if any, is made and held ([`State::made_rows`]) for
+    /// [`Interp::feed`] to give to the sink once the decoder returns.
     fn move_to(&mut self, loc: u64) -> Res<bool> {
         if loc > self.target {
             return Ok(false);
@@ -1932,26 +1932,21 @@ impl Interp<'_> {
         // Each round but the last reads once, within `r`'s limit, or
         // recognises an expression or gives the sink rows, each of which
         // took an instruction (MAX_OPS).  The rows made go to the sink
-        // before anything that ends the run, as they would have before
-        // it happened.
+        // before anything else happens (a read, the end of the run), as
+        // when the decoder gave them itself: a sink's error stops the
+        // run before it reads further.
         for _ in 0..=r.left().saturating_add(MAX_OPS) {
-            let res = match self.decode(cie) {
-                Ok(true) => {
-                    self.recognise();
-                    self.flush()?;
-                    continue;
-                }
-                Err(NEED) => match self.st.need {
-                    Some(at) => match self.refill(r, at) {
-                        Ok(()) => continue,
-                        Err(e) => Err(e),
-                    },
-                    None => Err(NEED),
-                },
-                res => res.map(|_| ()),
-            };
+            let res = self.decode(cie);
+            self.recognise();
             self.flush()?;
-            return res;
+            match res {
+                Ok(true) => {}
+                Err(NEED) => match self.st.need {
+                    Some(at) => self.refill(r, at)?,
+                    None => return Err(NEED),
+                },
+                res => return res.map(|_| ()),
+            }
         }
         Err(Refusal::Bound(Bound::Reads))
     }
