@@ -1321,6 +1321,18 @@ fn gen_insn() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+/// Generated instructions for a CIE: without location and restore
+/// instructions (refused there).
+fn cie_insns(insns: Vec<Vec<u8>>) -> Vec<u8> {
+    insns
+        .into_iter()
+        .filter(|i| {
+            !matches!(i[0] & 0xc0, 0x40 | 0xc0) && !matches!(i[0], 0x01..=0x04 | 0x06 | 0x0a | 0x0b)
+        })
+        .flatten()
+        .collect()
+}
+
 /// The whole `.eh_frame` of a built object (contiguous from EH_FRAME).
 fn section(mem: &Mem) -> Vec<u8> {
     (EH_FRAME..)
@@ -1376,13 +1388,7 @@ proptest! {
             .flatten()
             .collect();
         let mut o = Obj::new(ws).fde(code, 0x400, insns);
-        // Keep the CIE free of location and restore instructions.
-        let tail: Vec<u8> = cie_tail
-            .into_iter()
-            .filter(|i| !matches!(i[0] & 0xc0, 0x40 | 0xc0) && !matches!(i[0], 0x01..=0x04 | 0x06 | 0x0a | 0x0b))
-            .flatten()
-            .collect();
-        o.cies[0].insns.extend(tail);
+        o.cies[0].insns.extend(cie_insns(cie_tail));
         let (mut mem, fdes) = o.build();
         let sec = section(&mem);
         let mut eh = gimli::EhFrame::new(&sec, gimli::LittleEndian);
@@ -1731,12 +1737,7 @@ proptest! {
         if abs {
             o.cies[0].aug_data = vec![0x03];
         }
-        let tail: Vec<u8> = cie_tail
-            .into_iter()
-            .filter(|i| !matches!(i[0] & 0xc0, 0x40 | 0xc0) && !matches!(i[0], 0x01..=0x04 | 0x06 | 0x0a | 0x0b))
-            .flatten()
-            .collect();
-        o.cies[0].insns.extend(tail);
+        o.cies[0].insns.extend(cie_insns(cie_tail));
         let (mut mem, fdes) = o.build();
         let fde = cfi::read_fde(&mut Reader::new(&mut mem), EH_FRAME, fdes[0], ws).unwrap();
         let bytes = |m: &Mem, (from, to): (u64, u64)| -> Vec<u8> { (from..to).map(|a| m.bytes[&a]).collect() };

@@ -625,37 +625,35 @@ impl<'w> Cursor<'w> {
     }
 }
 
-/// A LEB128 number of at most 10 bytes, from `next`; malformed at `at`
-/// if longer.
+/// A LEB128 number of at most 10 bytes, from `next`: its bits, how many
+/// bits it has, and its last byte; malformed at `at` if longer.
 #[inline(always)]
-fn uleb(mut next: impl FnMut() -> Res<u8>, at: Where) -> Res<u64> {
+fn leb(mut next: impl FnMut() -> Res<u8>, at: Where) -> Res<(u64, u32, u8)> {
     let mut v = 0u64;
     for k in 0..10u32 {
         let b = next()?;
         v |= u64::from(b & 0x7f).checked_shl(7 * k).unwrap_or(0);
         if b & 0x80 == 0 {
-            return Ok(v);
+            return Ok((v, 7 * (k + 1), b));
         }
     }
     Err(Refusal::Malformed(at))
 }
 
-/// A signed LEB128 number, as [`uleb`].
+/// An unsigned LEB128 number ([`leb`]).
 #[inline(always)]
-fn sleb(mut next: impl FnMut() -> Res<u8>, at: Where) -> Res<i64> {
-    let mut v = 0u64;
-    for k in 0..10u32 {
-        let b = next()?;
-        v |= u64::from(b & 0x7f).checked_shl(7 * k).unwrap_or(0);
-        if b & 0x80 == 0 {
-            let shift = 7 * (k + 1);
-            if shift < 64 && b & 0x40 != 0 {
-                v |= !0u64 << shift;
-            }
-            return Ok(v as i64);
-        }
+fn uleb(next: impl FnMut() -> Res<u8>, at: Where) -> Res<u64> {
+    leb(next, at).map(|(v, _, _)| v)
+}
+
+/// A signed LEB128 number ([`leb`], sign-extended).
+#[inline(always)]
+fn sleb(next: impl FnMut() -> Res<u8>, at: Where) -> Res<i64> {
+    let (mut v, bits, last) = leb(next, at)?;
+    if bits < 64 && last & 0x40 != 0 {
+        v |= !0u64 << bits;
     }
-    Err(Refusal::Malformed(at))
+    Ok(v as i64)
 }
 
 /// A region's bytes read front to back, for [`read_format`] and
@@ -741,14 +739,13 @@ impl<B: Bytes> Bytes for Fixed<B> {
 
 /// The interpreter's instructions, `[pos, end)`, decoded from a window of
 /// them only (`win`, the bytes from `base`), reading no memory: a byte
-/// past the window is [`NEED`], its address kept in `need`, for
-/// [`Interp::feed`] to read before it decodes the instruction again.
+/// past the window is [`NEED`], for [`Interp::feed`] to read before it
+/// decodes the instruction again.
 struct Insns<'w> {
     win: &'w [u8],
     base: u64,
     pos: u64,
     end: u64,
-    need: Option<u64>,
 }
 
 /// What [`Insns`] returns for a byte past its window: the fault a reader
@@ -762,25 +759,17 @@ impl<'w> Insns<'w> {
     }
 
     /// The `n` bytes from `pos` (which must be in the region), if the
-    /// window has them; else [`NEED`], the first missing byte kept.
+    /// window has them; else [`NEED`].
     #[inline]
     fn take(&mut self, n: u64) -> Res<&'w [u8]> {
         let from = self.pos.wrapping_sub(self.base);
         let win: &'w [u8] = self.win;
-        match from
+        let b = from
             .checked_add(n)
             .and_then(|to| win.get(from as usize..to as usize))
-        {
-            Some(b) => {
-                self.pos = self.pos.wrapping_add(n);
-                Ok(b)
-            }
-            None => {
-                let have = self.base.wrapping_add(win.len() as u64);
-                self.need = Some(have.max(self.pos));
-                Err(NEED)
-            }
-        }
+            .ok_or(NEED)?;
+        self.pos = self.pos.wrapping_add(n);
+        Ok(b)
     }
 
     fn skip(&mut self, n: u64) -> Res<()> {
@@ -1669,8 +1658,6 @@ struct State {
     ops: u32,
     /// The instructions being run and the window of them read so far.
     feed: Feed,
-    /// Where [`Interp::decode`] needed a byte past the window.
-    need: Option<u64>,
     /// The rows [`Interp::decode`] made, with where each starts, for
     /// [`Interp::flush`] to give to the sink: `..made` of them.
     made_rows: [(u64, Row); ROWS_HELD],
@@ -1754,7 +1741,6 @@ impl State {
             win_addr: 0,
             win_len: 0,
         },
-        need: None,
         made_rows: [(0, Row::INITIAL); ROWS_HELD],
         made: 0,
         expr: None,
@@ -1941,23 +1927,24 @@ impl Interp<'_> {
             self.flush()?;
             match res {
                 Ok(true) => {}
-                Err(NEED) => match self.st.need {
-                    Some(at) => self.refill(r, at)?,
-                    None => return Err(NEED),
-                },
+                Err(NEED) => self.refill(r)?,
                 res => return res.map(|_| ()),
             }
         }
         Err(Refusal::Bound(Bound::Reads))
     }
 
-    /// The window refilled from `at`, the first byte [`Interp::decode`]
-    /// needed past it, keeping the bytes of the instruction it gave up
-    /// (from [`Feed::pos`]).
+    /// The window refilled from the first byte [`Interp::decode`] needed
+    /// past it, keeping the bytes of the instruction it gave up (from
+    /// [`Feed::pos`]).  That byte is the window's end, or the
+    /// instruction's first byte where that is past the end (a skipped
+    /// operand ends an instruction, so a skip past the window leaves the
+    /// next one there).
     #[inline(never)]
-    fn refill<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, at: u64) -> Res<()> {
+    fn refill<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<()> {
         let bad = Refusal::Malformed(Where::Instructions);
         let f = self.st.feed;
+        let at = f.win_addr.wrapping_add(f.win_len as u64).max(f.pos);
         let win = self
             .win
             .as_deref_mut()
@@ -2011,9 +1998,8 @@ impl Interp<'_> {
     /// expression for [`Interp::recognise`] (`true`, the feed's `pos` past
     /// the instruction; [`State::made_rows`], [`State::expr`]); the rows
     /// made before it ends are in the state too.  [`NEED`] where it
-    /// needs a byte past the window, whose address is then in
-    /// [`State::need`] (and the feed's `pos` is the first byte of the
-    /// instruction it gave up).  Not generic, and out of line: one decoder
+    /// needs a byte past the window (the feed's `pos` is then the first
+    /// byte of the instruction it gave up).  Not generic, and out of line: one decoder
     /// for every memory, with no reads and no sink under its frames.
     #[inline(never)]
     fn decode(&mut self, cie: bool) -> Res<bool> {
@@ -2028,7 +2014,6 @@ impl Interp<'_> {
             base: f.win_addr,
             pos: f.pos,
             end: f.end,
-            need: None,
         };
         // Each instruction is at least one byte; the count is bounded
         // by MAX_OPS for this call and the previous ones together.
@@ -2060,7 +2045,6 @@ impl Interp<'_> {
             }
         }
         self.st.feed.pos = c.pos;
-        self.st.need = c.need;
         self.win = Some(win);
         res
     }
