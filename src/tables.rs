@@ -219,7 +219,8 @@ impl Object {
     /// Bytes allocated for it and its rows (counted against the cap, so
     /// that many objects without rows are bounded too).
     fn bytes(&self) -> usize {
-        core::mem::size_of::<Object>() + rows_bytes(&self.rows)
+        // Saturating: no overflow panic under an object's insertion.
+        rows_bytes(&self.rows).saturating_add(core::mem::size_of::<Object>())
     }
 
     /// Whether the mapping at its start is still the one it was made from.
@@ -428,7 +429,7 @@ impl FileRows {
         ws: WordSize,
         rel: u64,
         scratch: &mut Scratch,
-    ) -> (Result<Found, cfi::Refusal>, bool) {
+    ) -> (Result<(), cfi::Refusal>, bool) {
         let mut before = rows_bytes(&rows);
         let evict = file_bytes() >= shared_cap();
         if evict {
@@ -438,7 +439,7 @@ impl FileRows {
         }
         let mut fb = FileBytes::new(file, Some(&self.layout));
         let mut fr = Reader::with_limit(&mut fb, r.left());
-        let res = rows.fill(&mut fr, hdr, ws, rel, scratch);
+        let res = rows.compile_pc(&mut fr, hdr, ws, rel, scratch);
         // Within what `r` had left: the charge fits.
         r.charge(fr.reads());
         self.set_bytes(before, rows_bytes(&rows));
@@ -678,6 +679,25 @@ struct Inner {
     /// stack), allocated at the mm's first table walk and moved out of
     /// the cache for each ([`TaskTables::take_walk`]).
     walk: Option<KBox<WalkState>>,
+    /// The current walk's counts of the tables' work, zeroed when it
+    /// begins ([`TaskTables::begin`]) and added to [`STATS`] when it ends
+    /// ([`TaskTables::account`]): here, not in [`TaskTables`], which is
+    /// on the stack under every lookup and compilation.
+    counts: Counts,
+}
+
+/// [`Inner::counts`].
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    lookups: u32,
+    no_object: u32,
+    no_eh_frame: u32,
+    hits: u32,
+    misses: u32,
+    evictions: u32,
+    capped: u32,
+    files_found: u32,
+    revalidated: bool,
 }
 
 /// The state and counters of a walk by tables, kept off the stack: the
@@ -717,34 +737,34 @@ fn scratch_of(s: &mut Option<KBox<Scratch>>) -> Result<&mut Scratch, Cause> {
 
 impl Inner {
     /// Add the object of the mapping `(start, end, pgoff, base, vdso)` in
-    /// its place; its index.  Out of line, and given the object's parts:
-    /// the object is made in this frame, not in
-    /// [`TaskTables::add_object`]'s, over the lookups' reads.
+    /// its place, without tables (its caller looks them up); its index.
+    /// Out of line, and given the object's parts: the object is made in
+    /// this frame, not in [`TaskTables::add_object`]'s.
     #[inline(never)]
     fn insert(
         &mut self,
         (start, end, pgoff, base, vdso): (u64, u64, u64, u64, bool),
         file: Option<ARef<File>>,
-        hdr: Option<&Hdr>,
-        shared: Option<FileUse>,
     ) -> Option<usize> {
+        // What overlaps it is stale (the mappings changed during the walk):
+        // dropped before the object is made, so that what their drops
+        // call is not under the object's frame.
+        self.retain(|o| o.end <= start || o.start >= end);
+        let at = self.objects.partition_point(|o| o.start < start);
+        self.objects.reserve(1, GFP_KERNEL_ACCOUNT).ok()?;
         let object = Object {
             start,
             end,
             file,
             pgoff,
             vdso,
-            hdr: hdr.copied(),
+            hdr: None,
             base,
-            shared,
+            shared: None,
             rows: Rows::default(),
         };
-        // What overlaps it is stale (the mappings changed during the walk).
-        self.retain(|o| o.end <= start || o.start >= end);
-        let at = self.objects.partition_point(|o| o.start < start);
-        self.objects.reserve(1, GFP_KERNEL_ACCOUNT).ok()?;
-        let bytes = object.bytes();
         self.objects.insert_within_capacity(at, object).ok()?;
+        let bytes = self.objects.get(at).map_or(0, Object::bytes);
         self.add_bytes(0, bytes);
         Some(at)
     }
@@ -830,6 +850,7 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
                     ws: None,
                     scratch: None,
                     walk: None,
+                    counts: Counts::default(),
                 }),
                 // SAFETY: `p` points to the field, at its final place.
                 link <- Opaque::ffi_init(|p| unsafe { bindings::INIT_LIST_HEAD(p) }),
@@ -947,15 +968,6 @@ pub(crate) struct TaskTables<'a> {
     /// The object of the last row found (a walk stays in one for several
     /// frames).
     last: usize,
-    lookups: u32,
-    no_object: u32,
-    no_eh_frame: u32,
-    hits: u32,
-    misses: u32,
-    evictions: u32,
-    capped: u32,
-    files_found: u32,
-    revalidated: bool,
 }
 
 impl<'a> TaskTables<'a> {
@@ -967,15 +979,6 @@ impl<'a> TaskTables<'a> {
             mm,
             inner: mm_tables(mm).map(|c| c.inner.lock()),
             last: 0,
-            lookups: 0,
-            no_object: 0,
-            no_eh_frame: 0,
-            hits: 0,
-            misses: 0,
-            evictions: 0,
-            capped: 0,
-            files_found: 0,
-            revalidated: false,
         }
     }
 
@@ -989,6 +992,7 @@ impl<'a> TaskTables<'a> {
                 g.memo = KBox::init(PcMemo::init_zeroed(), GFP_KERNEL_ACCOUNT).ok();
             }
             g.walked = true;
+            g.counts = Counts::default();
             if g.ws != Some(ws) {
                 if g.ws.is_some() {
                     g.retain(|_| false);
@@ -1039,7 +1043,7 @@ impl<'a> TaskTables<'a> {
         }
         let lock = mm.mmap_read_lock();
         if !g.objects.is_empty() {
-            self.revalidated = true;
+            g.counts.revalidated = true;
             g.retain(|o| o.still_mapped(mm, &lock));
         }
         // No writer while the read lock is held: the count is stable.
@@ -1058,12 +1062,13 @@ impl<'a> TaskTables<'a> {
         pc: u64,
         ws: WordSize,
     ) -> Option<usize> {
-        if self.lookups >= MAX_LOOKUPS {
-            self.capped = self.capped.saturating_add(1);
+        let mm = self.mm;
+        let c = &mut self.inner.as_mut()?.counts;
+        if c.lookups >= MAX_LOOKUPS {
+            c.capped = c.capped.saturating_add(1);
             return None;
         }
-        self.lookups += 1;
-        let mm = self.mm;
+        c.lookups += 1;
         let (start, end, file, pgoff, base, vdso) = {
             let lock = mm.mmap_read_lock();
             let vma = lock.vma_lookup(usize::try_from(pc).ok()?)?;
@@ -1102,8 +1107,18 @@ impl<'a> TaskTables<'a> {
                 vdso,
             )
         };
+        // The object goes in first, without tables, which are looked up
+        // after: over the lookups' reads this frame keeps the object's
+        // index, not its parts.
+        let g = self.inner.as_mut()?;
+        let i = g.insert((start, end, pgoff, base.unwrap_or(0) as u64, vdso), file)?;
+        let o = g.objects.get_mut(i)?;
+        // Taken for the lookups and put back, with no return in between.
+        let file = o.file.take();
         let shared = match (&file, base) {
-            (Some(f), Some(_)) if shared_enabled() => file_rows(r, f, ws, &mut self.files_found),
+            (Some(f), Some(_)) if shared_enabled() => {
+                file_rows(r, f, ws, &mut g.counts.files_found)
+            }
             _ => None,
         };
         let hdr = match (&shared, base) {
@@ -1112,22 +1127,20 @@ impl<'a> TaskTables<'a> {
                 let hdr =
                     elf::locate(r, base as u64, ws).and_then(|at| cfi::read_hdr(r, at, ws).ok());
                 if hdr.is_none() {
-                    self.no_eh_frame = self.no_eh_frame.saturating_add(1);
+                    g.counts.no_eh_frame = g.counts.no_eh_frame.saturating_add(1);
                 }
                 hdr
             }
             (None, None) => {
-                self.no_object = self.no_object.saturating_add(1);
+                g.counts.no_object = g.counts.no_object.saturating_add(1);
                 None
             }
         };
-        let g = self.inner.as_mut()?;
-        g.insert(
-            (start, end, pgoff, base.unwrap_or(0) as u64, vdso),
-            file,
-            hdr.as_ref(),
-            shared,
-        )
+        let o = g.objects.get_mut(i)?;
+        o.file = file;
+        o.hdr = hdr;
+        o.shared = shared;
+        Some(i)
     }
 
     /// Count this walk's outcome (`stats`, the lookups, how it ended).
@@ -1145,24 +1158,25 @@ impl<'a> TaskTables<'a> {
         add(NO_TABLES, stats.no_tables.into());
         add(READS, stats.reads.into());
         add(END_OF_STACK, (stop == Stop::EndOfStack).into());
-        add(ROW_HITS, self.hits.into());
+        let c = self.inner.as_ref().map(|g| g.counts).unwrap_or_default();
+        add(ROW_HITS, c.hits.into());
         // The others are 0 in a warm walk (nothing looked up, compiled or
         // refused): adding 0 changes nothing, so they are added only when
         // one is not, one test instead of 25 atomic adds.
         let budget = u32::from(stats.budget_exhausted);
         let fp_unknown = u32::from(stop == Stop::FpUnknown);
-        let revalidated = u32::from(self.revalidated);
+        let revalidated = u32::from(c.revalidated);
         let rare = [
-            (LOOKUPS, self.lookups),
-            (NO_OBJECT, self.no_object),
-            (NO_EH_FRAME, self.no_eh_frame),
+            (LOOKUPS, c.lookups),
+            (NO_OBJECT, c.no_object),
+            (NO_EH_FRAME, c.no_eh_frame),
             (BUDGET_EXHAUSTED, budget),
             (FP_UNKNOWN, fp_unknown),
-            (ROW_MISSES, self.misses),
-            (EVICTIONS, self.evictions),
-            (LOOKUPS_CAPPED, self.capped),
+            (ROW_MISSES, c.misses),
+            (EVICTIONS, c.evictions),
+            (LOOKUPS_CAPPED, c.capped),
             (REVALIDATIONS, revalidated),
-            (FILES_FOUND, self.files_found),
+            (FILES_FOUND, c.files_found),
         ];
         if rare.iter().any(|&(_, n)| n != 0) {
             for (i, n) in rare {
@@ -1177,12 +1191,17 @@ impl<'a> TaskTables<'a> {
     }
 }
 
+/// What [`TaskTables::fill`] did: `None` if the pc's object has no
+/// tables, else whether its row is now compiled (which
+/// [`TaskTables::compiled`] then looks up) or why not.
+type Filled = Option<Result<(), Cause>>;
+
 impl TaskTables<'_> {
     /// [`Tables::row`] where [`Tables::known`] has no answer: the row of
     /// `pc` compiled into the rows of its object (`self.last`, known), or
     /// its file's.
     #[inline(always)]
-    fn fill<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Answer {
+    fn fill<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Filled {
         // The object's hdr is not copied here: this frame is under both.
         let o = self.inner.as_ref()?.objects.get(self.last)?;
         o.hdr.as_ref()?;
@@ -1202,7 +1221,7 @@ impl TaskTables<'_> {
         r: &mut Reader<'_, M>,
         pc: u64,
         ws: WordSize,
-    ) -> Answer {
+    ) -> Filled {
         let g: &mut Inner = self.inner.as_mut()?;
         let o = g.objects.get(self.last)?;
         let (Some(u), Some(file)) = (&o.shared, &o.file) else {
@@ -1216,39 +1235,34 @@ impl TaskTables<'_> {
         };
         let rows = f.rows.lock();
         // Another mm's walk may have compiled it since it was asked.
-        if let Some(found) = rows.lookup(rel) {
-            self.hits = self.hits.saturating_add(1);
-            memo_put(&mut g.memo, pc, ws, found);
-            return Some(Ok(found));
+        if rows.lookup(rel).is_some() {
+            g.counts.hits = g.counts.hits.saturating_add(1);
+            return Some(Ok(()));
         }
-        self.misses = self.misses.saturating_add(1);
+        g.counts.misses = g.counts.misses.saturating_add(1);
         let scratch = match scratch_of(&mut g.scratch) {
             Ok(s) => s,
             Err(e) => return Some(Err(e)),
         };
         // The object's hdr is its file's.
         let (res, evicted) = f.fill(rows, r, file, &f.hdr, ws, rel, scratch);
-        self.evictions = self.evictions.saturating_add(evicted.into());
-        if let Ok(found) = res {
-            memo_put(&mut g.memo, pc, ws, found);
-        }
+        g.counts.evictions = g.counts.evictions.saturating_add(evicted.into());
         Some(res.map_err(|e| e.cause()))
     }
 
     /// [`TaskTables::fill`] into the object's own rows (the vDSO's, or an
     /// object whose file's rows are not shared), within the mm's cap.
     #[inline(never)]
-    fn fill_own<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Answer {
+    fn fill_own<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Filled {
         let mut i = self.last;
         let g: &mut Inner = self.inner.as_mut()?;
         let o = g.objects.get(i)?;
         let hdr = o.hdr?;
-        if let Some(found) = o.rows.lookup(pc) {
-            self.hits = self.hits.saturating_add(1);
-            memo_put(&mut g.memo, pc, ws, found);
-            return Some(Ok(found));
+        if o.rows.lookup(pc).is_some() {
+            g.counts.hits = g.counts.hits.saturating_add(1);
+            return Some(Ok(()));
         }
-        self.misses = self.misses.saturating_add(1);
+        g.counts.misses = g.counts.misses.saturating_add(1);
         if g.bytes >= cap() {
             // Over the cap: drop every other object and every row, and
             // start again from this object.
@@ -1263,7 +1277,7 @@ impl TaskTables<'_> {
             }
             i = 0;
             self.last = 0;
-            self.evictions = self.evictions.saturating_add(1);
+            g.counts.evictions = g.counts.evictions.saturating_add(1);
         }
         let o = g.objects.get_mut(i)?;
         let before = o.bytes();
@@ -1271,13 +1285,52 @@ impl TaskTables<'_> {
             Ok(s) => s,
             Err(e) => return Some(Err(e)),
         };
-        let res = o.rows.fill(r, &hdr, ws, pc, scratch);
+        let res = o.rows.compile_pc(r, &hdr, ws, pc, scratch);
         let after = o.bytes();
         g.add_bytes(before, after);
-        if let Ok(found) = res {
-            memo_put(&mut g.memo, pc, ws, found);
-        }
         Some(res.map_err(|e| e.cause()))
+    }
+}
+
+impl TaskTables<'_> {
+    /// The row of `pc` in the rows of its object (its own or its file's),
+    /// put in the memo; `Some(None)` for an object without tables, `None`
+    /// if the object is not known or the row not compiled.  Not counted.
+    #[inline(always)]
+    fn compiled(&mut self, pc: u64, ws: WordSize) -> Option<Option<Found>> {
+        let g = self.inner.as_mut()?;
+        let i = rows::object_of(&g.objects, self.last, pc, |o| (o.start, o.end))?;
+        self.last = i;
+        let o = g.objects.get(i)?;
+        if o.hdr.is_none() {
+            return Some(None);
+        }
+        let found = match (&o.shared, &o.file) {
+            (Some(u), Some(_)) => {
+                let rel = match ws {
+                    WordSize::W8 => pc.wrapping_sub(o.base),
+                    WordSize::W4 => pc.wrapping_sub(o.base) & 0xffff_ffff,
+                };
+                u.0.rows.lock().lookup(rel)?
+            }
+            _ => o.rows.lookup(pc)?,
+        };
+        memo_put(&mut g.memo, pc, ws, found);
+        Some(Some(found))
+    }
+
+    /// [`Tables::row`]'s answer after [`TaskTables::fill`]: the row just
+    /// compiled (or found compiled by another mm's walk), looked up beside
+    /// the compilation's frames, not in them.  A shared row evicted by
+    /// another mm's compilation in between is refused for this frame, as
+    /// a row that does not fit.  Out of line: not in the frame the walk's
+    /// asks are settled from, which is over every compilation's.
+    #[inline(never)]
+    fn just_compiled(&mut self, pc: u64, ws: WordSize) -> Answer {
+        match self.compiled(pc, ws) {
+            Some(found) => found.map(Ok),
+            None => Some(Err(cfi::Refusal::Bound(cfi::Bound::Memory).cause())),
+        }
     }
 }
 
@@ -1295,7 +1348,10 @@ impl Tables for TaskTables<'_> {
                 return a;
             }
         }
-        self.fill(r, pc, ws)
+        if let Err(e) = self.fill(r, pc, ws)? {
+            return Some(Err(e));
+        }
+        self.just_compiled(pc, ws)
     }
 
     /// `row`'s answer where it takes no work: the memo's, or the rows of
@@ -1309,28 +1365,11 @@ impl Tables for TaskTables<'_> {
         };
         let found = match g.memo.as_ref().and_then(|m| m.get(pc, ws)) {
             Some(found) => found,
-            None => {
-                let i = rows::object_of(&g.objects, self.last, pc, |o| (o.start, o.end))?;
-                self.last = i;
-                let o = g.objects.get(i)?;
-                if o.hdr.is_none() {
-                    return Some(None);
-                }
-                let found = match (&o.shared, &o.file) {
-                    (Some(u), Some(_)) => {
-                        let rel = match ws {
-                            WordSize::W8 => pc.wrapping_sub(o.base),
-                            WordSize::W4 => pc.wrapping_sub(o.base) & 0xffff_ffff,
-                        };
-                        u.0.rows.lock().lookup(rel)?
-                    }
-                    _ => o.rows.lookup(pc)?,
-                };
-                memo_put(&mut g.memo, pc, ws, found);
-                found
-            }
+            None => self.compiled(pc, ws)??,
         };
-        self.hits = self.hits.saturating_add(1);
+        if let Some(g) = self.inner.as_mut() {
+            g.counts.hits = g.counts.hits.saturating_add(1);
+        }
         Some(Some(Ok(found)))
     }
 
@@ -1346,7 +1385,9 @@ impl Tables for TaskTables<'_> {
 
     #[inline]
     fn memo_hits(&mut self, n: u32) {
-        self.hits = self.hits.saturating_add(n);
+        if let Some(g) = self.inner.as_mut() {
+            g.counts.hits = g.counts.hits.saturating_add(n);
+        }
     }
 }
 

@@ -737,6 +737,36 @@ impl<B: Bytes> Bytes for Fixed<B> {
     }
 }
 
+/// The hdr's fields: a LEB128 one is read byte by byte here (its chunk
+/// is one byte), not by the cursor's out-of-line reader, whose frame
+/// would be on the object lookup's deepest path.
+struct Bytewise<B: Bytes>(B);
+
+impl<B: Bytes> Bytes for Bytewise<B> {
+    #[inline(always)]
+    fn u8(&mut self) -> Res<u8> {
+        self.0.u8()
+    }
+    #[inline(always)]
+    fn uleb(&mut self) -> Res<u64> {
+        let at = self.0.at();
+        uleb(|| self.0.u8(), at)
+    }
+    #[inline(always)]
+    fn sleb(&mut self) -> Res<i64> {
+        let at = self.0.at();
+        sleb(|| self.0.u8(), at)
+    }
+    #[inline]
+    fn pos(&self) -> u64 {
+        self.0.pos()
+    }
+    #[inline]
+    fn at(&self) -> Where {
+        self.0.at()
+    }
+}
+
 /// The interpreter's instructions, `[pos, end)`, decoded from a window of
 /// them only (`win`, the bytes from `base`), reading no memory: a byte
 /// past the window is [`NEED`], for [`Interp::feed`] to read before it
@@ -933,9 +963,9 @@ pub fn read_hdr<M: UserBytes>(r: &mut Reader<'_, M>, addr: u64, ws: WordSize) ->
         return Err(Refusal::NoTable);
     }
     c.chunk = fixed_size(frame_enc, ws).map_or(1, u64::from);
-    let eh_frame = read_encoded(&mut Read(&mut c, r), frame_enc, ws, Some(addr))?;
+    let eh_frame = read_encoded(&mut Bytewise(Read(&mut c, r)), frame_enc, ws, Some(addr))?;
     c.chunk = fixed_size(count_enc, ws).map_or(1, u64::from);
-    let count = read_encoded(&mut Read(&mut c, r), count_enc, ws, Some(addr))?;
+    let count = read_encoded(&mut Bytewise(Read(&mut c, r)), count_enc, ws, Some(addr))?;
     if fixed_size(table_enc, ws).is_none() {
         return Err(Refusal::UnsupportedEncoding(Where::Table, table_enc));
     }
@@ -1235,15 +1265,16 @@ fn read_fde_to<M: UserBytes>(
             return Err(Refusal::Malformed(Where::Cie));
         }
     }
-    let code_align = k.uleb(r)?;
-    let data_align = k.sleb(r)?;
-    let ra_reg = if version == 1 {
+    out.cie = cie;
+    out.code_align = k.uleb(r)?;
+    out.data_align = k.sleb(r)?;
+    out.ra_reg = if version == 1 {
         u64::from(k.u8(r)?)
     } else {
         k.uleb(r)?
     };
-    let mut ptr_enc = PE_ABSPTR;
-    let mut signal_frame = false;
+    out.ptr_enc = PE_ABSPTR;
+    out.signal_frame = false;
     let has_z = aug.first() == Some(&b'z');
     if has_z {
         let len = k.uleb(r)?;
@@ -1253,7 +1284,7 @@ fn read_fde_to<M: UserBytes>(
         let data_end = k.pos.wrapping_add(len);
         for &letter in aug.iter().skip(1) {
             match letter {
-                b'R' => ptr_enc = k.u8(r)?,
+                b'R' => out.ptr_enc = k.u8(r)?,
                 b'L' => {
                     k.u8(r)?;
                 }
@@ -1270,7 +1301,7 @@ fn read_fde_to<M: UserBytes>(
                         e => e,
                     })?;
                 }
-                b'S' => signal_frame = true,
+                b'S' => out.signal_frame = true,
                 other => return Err(Refusal::UnsupportedAugmentation(other)),
             }
         }
@@ -1281,12 +1312,14 @@ fn read_fde_to<M: UserBytes>(
     } else if let Some(&letter) = aug.first() {
         return Err(Refusal::UnsupportedAugmentation(letter));
     }
-    let cie_insns = (k.pos, cie_end);
+    out.cie_insns = (k.pos, cie_end);
 
     // The rest of the FDE.
-    let pc_begin = read_encoded(&mut Read(&mut c, r), ptr_enc, ws, None)?;
+    let ptr_enc = out.ptr_enc;
+    out.pc_begin = read_encoded(&mut Read(&mut c, r), ptr_enc, ws, None)?;
     let range = ws.wrap(read_format(&mut Read(&mut c, r), ptr_enc, ws)?);
-    let pc_end = pc_begin
+    out.pc_end = out
+        .pc_begin
         .checked_add(range)
         .filter(|&e| ws.wrap(e) == e)
         .ok_or(Refusal::Malformed(Where::Fde))?;
@@ -1294,19 +1327,8 @@ fn read_fde_to<M: UserBytes>(
         let len = c.uleb(r)?;
         c.skip(len)?;
     }
-    *out = Fde {
-        addr,
-        cie,
-        pc_begin,
-        pc_end,
-        code_align,
-        data_align,
-        ra_reg,
-        ptr_enc,
-        signal_frame,
-        cie_insns,
-        insns: (c.pos, end),
-    };
+    out.addr = addr;
+    out.insns = (c.pos, end);
     Ok(())
 }
 
@@ -2292,7 +2314,7 @@ pub fn row_at<M: UserBytes>(r: &mut Reader<'_, M>, fde: &Fde, ws: WordSize, pc: 
     // Test-only: a state of its own, on the stack.
     let mut st = Scratch::EMPTY;
     st.fde = *fde;
-    let mut it = Interp::start(&mut st, ws, pc, None);
+    let (mut it, _) = Interp::start(&mut st, ws, pc, None);
     it.feed(r, fde.cie_insns.0, fde.cie_insns.1, true)?;
     it.initial = it.row;
     it.depth = 0;
@@ -2320,7 +2342,7 @@ impl<'s> Interp<'s> {
         ws: WordSize,
         target: u64,
         sink: Option<&'s mut dyn RowSink>,
-    ) -> Self {
+    ) -> (Self, &'s Fde) {
         let Scratch {
             state: st,
             win,
@@ -2339,11 +2361,12 @@ impl<'s> Interp<'s> {
         st.loc = fde.pc_begin;
         st.target = target;
         st.ops = 0;
-        Interp {
+        let it = Interp {
             st,
             win: Some(&mut win[..]),
             sink,
-        }
+        };
+        (it, fde)
     }
 }
 
@@ -2388,19 +2411,23 @@ pub fn compile_read<M: UserBytes>(
     scratch: &mut Scratch,
 ) -> Res<()> {
     let f = &scratch.fde;
-    let (begin, end, cie_insns, insns) = (f.pc_begin, f.pc_end, f.cie_insns, f.insns);
+    let (begin, end) = (f.pc_begin, f.pc_end);
     if end <= begin {
         return Ok(());
     }
     let target = end - 1;
     let (loc, e) = match Interp::check(f, ws) {
         Ok(()) => {
-            let mut it = Interp::start(scratch, ws, target, Some(&mut *sink));
-            let res = it.feed(r, cie_insns.0, cie_insns.1, true).and_then(|()| {
-                it.initial = it.row;
-                it.depth = 0;
-                it.feed(r, insns.0, insns.1, false)
-            });
+            // The instructions' bounds are read from the FDE (in the
+            // scratch) where each run starts, not kept in this frame.
+            let (mut it, f) = Interp::start(scratch, ws, target, Some(&mut *sink));
+            let res = it
+                .feed(r, f.cie_insns.0, f.cie_insns.1, true)
+                .and_then(|()| {
+                    it.initial = it.row;
+                    it.depth = 0;
+                    it.feed(r, f.insns.0, f.insns.1, false)
+                });
             match res {
                 Ok(()) => return it.emit_last(),
                 Err(e) => (it.loc, e),

@@ -215,7 +215,7 @@ impl PackedRow {
 
     /// [`PackedRow::pack`] from a borrowed row (the row sink's: no copy
     /// on the compilation's deepest frames).
-    #[inline]
+    #[inline(always)]
     pub fn pack_ref(start: u32, row: Result<&Row, Refusal>, arch: cfi::Arch) -> Self {
         let row = match row.and_then(|row| row.check(arch).map(|()| row)) {
             Ok(row) => row,
@@ -870,9 +870,24 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         pc: u64,
         scratch: &mut cfi::Scratch,
     ) -> Result<Found, Refusal> {
-        let what = self.find(r, hdr, ws, pc, scratch)?;
-        self.insert(r, &what, ws, scratch)?;
+        self.compile_pc(r, hdr, ws, pc, scratch)?;
         self.lookup(pc).ok_or(Refusal::Bound(Bound::Memory))
+    }
+
+    /// [`ObjectRows::fill`] without the lookup: the FDE of `pc` (or its
+    /// absence) compiled and inserted, for a caller that looks the row up
+    /// in a frame of its own (the kernel's: not on the compilation's).
+    #[inline(always)]
+    pub fn compile_pc<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        hdr: &Hdr,
+        ws: WordSize,
+        pc: u64,
+        scratch: &mut cfi::Scratch,
+    ) -> Result<(), Refusal> {
+        let what = self.find(r, hdr, ws, pc, scratch)?;
+        self.insert(r, &what, ws, scratch)
     }
 
     /// The FDE of `pc`, read into `scratch`, or why there is none; `Err`
@@ -929,14 +944,17 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         let (begin, end, signal) = match fde {
             FdeOrNone::Fde((from, to)) => {
                 let f = scratch.fde();
-                let (pc_begin, pc_end, signal) = (f.pc_begin, f.pc_end, f.signal_frame);
-                if pc_end.wrapping_sub(pc_begin) > u64::from(u32::MAX) {
+                if f.pc_end.wrapping_sub(f.pc_begin) > u64::from(u32::MAX) {
                     return Err(Refusal::Bound(Bound::Memory));
                 }
-                if let Err(e) = self.compile(r, ws, pc_begin, scratch) {
+                if let Err(e) = self.compile(r, ws, scratch) {
                     self.rows.truncate(first);
                     return Err(e);
                 }
+                // The FDE's fields read again after the compilation (which
+                // does not change them), not kept over it.
+                let f = scratch.fde();
+                let (pc_begin, pc_end, signal) = (f.pc_begin, f.pc_end, f.signal_frame);
                 // Only the pcs the hdr search finds this FDE for (all of
                 // them, unless FDEs overlap in the table): the others may
                 // be another FDE's.  The range holds the pc filled.
@@ -992,9 +1010,9 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         &mut self,
         r: &mut Reader<'_, M>,
         ws: WordSize,
-        begin: u64,
         scratch: &mut cfi::Scratch,
     ) -> Result<(), Refusal> {
+        let begin = scratch.fde().pc_begin;
         let first = self.rows.items().len();
         let (mut kept, mut room) = (0, rows_bound(scratch.fde()).min(ROW_ROOM_MAX));
         // Twice at most: the second compilation has room for every row
