@@ -378,11 +378,9 @@ impl Drop for FileBytes<'_> {
 /// object's base, shared by every mm that maps it at any address.
 #[pin_data(PinnedDrop)]
 struct FileRows {
-    key: FileKey,
     /// The word size of the tasks whose walks compiled them (the ELF class).
     ws: WordSize,
-    layout: KBox<elf::Layout>,
-    hdr: Hdr,
+    info: KBox<FileInfo>,
     /// The mms' objects that use it ([`FileUse`]); an entry of [`FILES`]
     /// no object uses may be dropped.
     users: Atomic<u32>,
@@ -402,6 +400,15 @@ impl PinnedDrop for FileRows {
             c.add(u64::MAX, Relaxed);
         }
     }
+}
+
+/// A file's key, where its bytes are, and its hdr: one allocation, made
+/// before they are read, so that they are not in the frames over the
+/// reads of an object's lookup (docs/design.md, "Stack use").
+struct FileInfo {
+    key: FileKey,
+    layout: elf::Layout,
+    hdr: Hdr,
 }
 
 impl FileRows {
@@ -437,7 +444,7 @@ impl FileRows {
             self.set_bytes(before, 0);
             before = 0;
         }
-        let mut fb = FileBytes::new(file, Some(&self.layout));
+        let mut fb = FileBytes::new(file, Some(&self.info.layout));
         let mut fr = Reader::with_limit(&mut fb, r.left());
         let res = rows.compile_pc(&mut fr, hdr, ws, rel, scratch);
         // Within what `r` had left: the charge fits.
@@ -520,23 +527,22 @@ fn file_rows<M: UserBytes>(
         return None;
     }
     let key = FileKey::of(file)?;
-    // The entry's place in the sorted registry: found, or where it goes.
-    let find = |files: &KVec<Arc<FileRows>>| {
-        files.binary_search_by(|f| (f.key, f.ws.bytes()).cmp(&(key, ws.bytes())))
-    };
     {
         let files = FILES.lock();
-        if let Some(f) = find(&files).ok().and_then(|i| files.get(i)) {
+        if let Some(f) = find_file(&files, &key, ws).ok().and_then(|i| files.get(i)) {
             *found = found.saturating_add(1);
             return Some(FileUse::new(f));
         }
     }
-    // On the heap: not in the frames of the lookup's path.
-    let mut layout = KBox::init(elf::Layout::init_zeroed(), GFP_KERNEL_ACCOUNT).ok()?;
+    // On the heap: the key, the layout and the hdr are not in this frame
+    // over the reads.
+    let mut info = KBox::init(FileInfo::init_zeroed(), GFP_KERNEL_ACCOUNT).ok()?;
+    info.key = key;
+    let FileInfo { layout, hdr, .. } = &mut *info;
     let found_layout = {
         let mut fb = FileBytes::new(file, None);
         let mut fr = Reader::with_limit(&mut fb, r.left());
-        let found = elf::layout(&mut fr, 0, ws, &mut layout);
+        let found = elf::layout(&mut fr, 0, ws, layout);
         // Each reader may read what `r` has left: its charge fits.
         r.charge(fr.reads());
         found
@@ -544,16 +550,17 @@ fn file_rows<M: UserBytes>(
     if found_layout.is_none() || layout.nr_loads > elf::MAX_LOADS {
         return None;
     }
-    let hdr = {
-        let mut fb = FileBytes::new(file, Some(&layout));
+    let read = {
+        let mut fb = FileBytes::new(file, Some(layout));
         let mut fr = Reader::with_limit(&mut fb, r.left());
-        let hdr = cfi::read_hdr(&mut fr, layout.hdr, ws).ok();
+        let read = cfi::read_hdr_to(&mut fr, layout.hdr, ws, hdr);
         r.charge(fr.reads());
-        hdr
+        read
     };
-    let new = new_file_rows(key, ws, layout, hdr?)?;
+    read.ok()?;
+    let new = new_file_rows(ws, info)?;
     let mut files = FILES.lock();
-    let at = match find(&files) {
+    let at = match find_file(&files, &new.info.key, ws) {
         // Another walk added it meanwhile: `new` is dropped.
         Ok(i) => {
             let f = files.get(i)?;
@@ -569,24 +576,23 @@ fn file_rows<M: UserBytes>(
     Some(FileUse::new(&new))
 }
 
+/// The place of the entry of `key` and `ws` in the sorted registry:
+/// found, or where it goes.
+fn find_file(files: &[Arc<FileRows>], key: &FileKey, ws: WordSize) -> Result<usize, usize> {
+    files.binary_search_by(|f| (&f.info.key, f.ws.bytes()).cmp(&(key, ws.bytes())))
+}
+
 /// A new entry, unregistered, dropping unused ones first if the cap is
 /// reached.
 #[inline(never)]
-fn new_file_rows(
-    key: FileKey,
-    ws: WordSize,
-    layout: KBox<elf::Layout>,
-    hdr: Hdr,
-) -> Option<Arc<FileRows>> {
+fn new_file_rows(ws: WordSize, info: KBox<FileInfo>) -> Option<Arc<FileRows>> {
     if file_bytes() >= shared_cap() {
         drop_unused();
     }
     let new = Arc::pin_init(
         pin_init!(FileRows {
-            key,
             ws,
-            layout,
-            hdr,
+            info,
             users: Atomic::new(0),
             bytes: Atomic::new(0),
             rows <- new_mutex!(Rows::default()),
@@ -602,8 +608,7 @@ fn new_file_rows(
 }
 
 /// Bytes of an entry of [`FILES`] without its rows.
-const FILE_ROWS_SIZE: usize =
-    core::mem::size_of::<FileRows>() + core::mem::size_of::<elf::Layout>();
+const FILE_ROWS_SIZE: usize = core::mem::size_of::<FileRows>() + core::mem::size_of::<FileInfo>();
 
 /// Drop the entries of [`FILES`] that no object uses.
 fn drop_unused() {
@@ -643,6 +648,10 @@ pub(crate) fn shrink_files(goal: usize) -> usize {
 
 // SAFETY: All zeroes is a valid `elf::Layout` (integers: no load).
 unsafe impl Zeroable for elf::Layout {}
+
+// SAFETY: All zeroes is a valid `FileInfo`: its fields are integers (an
+// `elf::Layout` with no load, a `Hdr` of no table).
+unsafe impl Zeroable for FileInfo {}
 
 // SAFETY: All zeroes is a valid `PcMemo` (an empty one: its slots' keys
 // are 0, and the rest is integers).
@@ -1121,25 +1130,27 @@ impl<'a> TaskTables<'a> {
             }
             _ => None,
         };
-        let hdr = match (&shared, base) {
-            (Some(u), _) => Some(u.0.hdr),
+        let o = g.objects.get_mut(i)?;
+        o.file = file;
+        match (shared, base) {
+            (Some(u), _) => {
+                o.hdr = Some(u.0.info.hdr);
+                o.shared = Some(u);
+            }
             (None, Some(base)) => {
-                let hdr =
-                    elf::locate(r, base as u64, ws).and_then(|at| cfi::read_hdr(r, at, ws).ok());
-                if hdr.is_none() {
+                // Read into the object's own hdr, not a copy in this frame.
+                let h = o.hdr.insert(cfi::Hdr::NONE);
+                let found = elf::locate(r, base as u64, ws)
+                    .and_then(|at| cfi::read_hdr_to(r, at, ws, h).ok());
+                if found.is_none() {
+                    o.hdr = None;
                     g.counts.no_eh_frame = g.counts.no_eh_frame.saturating_add(1);
                 }
-                hdr
             }
             (None, None) => {
                 g.counts.no_object = g.counts.no_object.saturating_add(1);
-                None
             }
-        };
-        let o = g.objects.get_mut(i)?;
-        o.file = file;
-        o.hdr = hdr;
-        o.shared = shared;
+        }
         Some(i)
     }
 
@@ -1245,7 +1256,7 @@ impl TaskTables<'_> {
             Err(e) => return Some(Err(e)),
         };
         // The object's hdr is its file's.
-        let (res, evicted) = f.fill(rows, r, file, &f.hdr, ws, rel, scratch);
+        let (res, evicted) = f.fill(rows, r, file, &f.info.hdr, ws, rel, scratch);
         g.counts.evictions = g.counts.evictions.saturating_add(evicted.into());
         Some(res.map_err(|e| e.cause()))
     }

@@ -682,6 +682,29 @@ trait Bytes {
     }
 }
 
+impl<B: Bytes> Bytes for &mut B {
+    #[inline(always)]
+    fn u8(&mut self) -> Res<u8> {
+        (**self).u8()
+    }
+    #[inline(always)]
+    fn uleb(&mut self) -> Res<u64> {
+        (**self).uleb()
+    }
+    #[inline(always)]
+    fn sleb(&mut self) -> Res<i64> {
+        (**self).sleb()
+    }
+    #[inline(always)]
+    fn pos(&self) -> u64 {
+        (**self).pos()
+    }
+    #[inline(always)]
+    fn at(&self) -> Where {
+        (**self).at()
+    }
+}
+
 /// A [`Cursor`] with the reader that refills it.
 struct Read<'c, 'w, 'a, M: UserBytes>(&'c mut Cursor<'w>, &'c mut Reader<'a, M>);
 
@@ -737,9 +760,10 @@ impl<B: Bytes> Bytes for Fixed<B> {
     }
 }
 
-/// The hdr's fields: a LEB128 one is read byte by byte here (its chunk
-/// is one byte), not by the cursor's out-of-line reader, whose frame
-/// would be on the object lookup's deepest path.
+/// Bytes whose LEB128 numbers are read here, inlined, not by their
+/// out-of-line readers: the hdr's fields (a LEB128 one's chunk is one
+/// byte; the cursor's reader would be a frame on the object lookup's
+/// deepest path) and `DW_CFA_set_loc`'s address (a leaf).
 struct Bytewise<B: Bytes>(B);
 
 impl<B: Bytes> Bytes for Bytewise<B> {
@@ -811,10 +835,11 @@ impl<'w> Insns<'w> {
     }
 
     /// `DW_CFA_set_loc`'s address ([`read_encoded`], no `datarel`): out
-    /// of line, a leaf, so that the decoder's frame has no room for it.
+    /// of line, a leaf (its LEB128 readers inlined), so that the
+    /// decoder's frame has no room for it.
     #[inline(never)]
     fn encoded(&mut self, enc: u8, ws: WordSize) -> Res<u64> {
-        read_encoded(self, enc, ws, None)
+        read_encoded(&mut Bytewise(self), enc, ws, None)
     }
 
     /// The `len` bytes of a DWARF expression, to be recognised: where
@@ -945,8 +970,32 @@ pub struct Hdr {
     pub table_enc: u8,
 }
 
+impl Hdr {
+    /// No table (what [`read_hdr_to`] writes over).
+    pub const NONE: Hdr = Hdr {
+        addr: 0,
+        eh_frame: 0,
+        table: 0,
+        count: 0,
+        table_enc: 0,
+    };
+}
+
 /// Parse the `.eh_frame_hdr` at `addr`.
 pub fn read_hdr<M: UserBytes>(r: &mut Reader<'_, M>, addr: u64, ws: WordSize) -> Res<Hdr> {
+    let mut h = Hdr::NONE;
+    read_hdr_to(r, addr, ws, &mut h)?;
+    Ok(h)
+}
+
+/// [`read_hdr`] into `out` (the caller's, maybe not on the stack), which
+/// is written only where it succeeds.
+pub fn read_hdr_to<M: UserBytes>(
+    r: &mut Reader<'_, M>,
+    addr: u64,
+    ws: WordSize,
+    out: &mut Hdr,
+) -> Res<()> {
     // Version, three encodings, two pointers of at most 10 bytes each;
     // nothing past them is read (the hdr may end there).
     let mut win = [0; HDR_WINDOW];
@@ -969,13 +1018,14 @@ pub fn read_hdr<M: UserBytes>(r: &mut Reader<'_, M>, addr: u64, ws: WordSize) ->
     if fixed_size(table_enc, ws).is_none() {
         return Err(Refusal::UnsupportedEncoding(Where::Table, table_enc));
     }
-    Ok(Hdr {
+    *out = Hdr {
         addr,
         eh_frame,
         table: c.pos,
         count,
         table_enc,
-    })
+    };
+    Ok(())
 }
 
 /// Binary-search the hdr's table for the FDE that may cover `pc`: the
@@ -1042,7 +1092,7 @@ pub fn search_range<M: UserBytes>(
 ) -> Res<(u64, (u64, u64))> {
     let enc = h.table_enc;
     let size = fixed_size(enc, ws).ok_or(Refusal::UnsupportedEncoding(Where::Table, enc))?;
-    let entry = u64::from(size) * 2;
+    let entry = u64::from(size).wrapping_mul(2);
     let (mut lo, mut hi) = (0u64, h.count);
     let mut found = None;
     let (mut from, mut to) = (0u64, u64::MAX);
@@ -1053,7 +1103,8 @@ pub fn search_range<M: UserBytes>(
         if lo >= hi {
             return found.map(|fde| (fde, (from, to))).ok_or(Refusal::NoFde);
         }
-        let mid = lo + (hi - lo) / 2;
+        // No overflow (lo < hi): no panic path under the search.
+        let mid = lo.wrapping_add(hi.wrapping_sub(lo) / 2);
         let at = mid
             .checked_mul(entry)
             .and_then(|o| h.table.checked_add(o))
@@ -1082,7 +1133,7 @@ pub fn search_range<M: UserBytes>(
             }
             found = Some(fde);
             from = from.max(start);
-            lo = mid + 1;
+            lo = mid.wrapping_add(1);
             node = node.saturating_mul(2).saturating_add(2);
         } else {
             if let Some(p) = slot {
@@ -1198,9 +1249,12 @@ impl Fde {
     };
 }
 
-/// [`read_fde`] into `out` (left as it was where it fails), its FDE's and
-/// its CIE's fields read through windows of [`ENTRY_FIELDS_WINDOW`] bytes
-/// in `win` (the caller's: not this frame's).
+/// [`read_fde`] into `out`, its FDE's and its CIE's fields read through
+/// windows of [`ENTRY_FIELDS_WINDOW`] bytes in `win` (the caller's: not
+/// this frame's).  Each field goes into `out` as it is read, not into a
+/// local kept until the end (the fewer values live over the reads, the
+/// smaller this frame): where it fails, `out` is partly written, and no
+/// caller uses it (an FDE is compiled only after a read that succeeded).
 fn read_fde_to<M: UserBytes>(
     r: &mut Reader<'_, M>,
     eh_frame: u64,
@@ -1219,7 +1273,8 @@ fn read_fde_to<M: UserBytes>(
         .get_mut(..ENTRY_FIELDS_WINDOW)
         .ok_or(Refusal::Bound(Bound::Memory))?;
     let mut c = Cursor::new(fde_win, addr, addr.saturating_add(4), Where::Fde);
-    let end = entry_len(&mut c, r)?;
+    out.addr = addr;
+    out.insns.1 = entry_len(&mut c, r)?;
     let id_at = c.pos;
     let id = c.uint(r, 4)?;
     if id == 0 {
@@ -1233,8 +1288,8 @@ fn read_fde_to<M: UserBytes>(
 
     // The CIE.
     let mut k = Cursor::new(cie_win, cie, cie.saturating_add(4), Where::Cie);
-    let cie_end = entry_len(&mut k, r)?;
-    if cie_end > addr {
+    out.cie_insns.1 = entry_len(&mut k, r)?;
+    if out.cie_insns.1 > addr {
         return Err(Refusal::Malformed(Where::Cie));
     }
     if k.uint(r, 4)? != 0 {
@@ -1266,18 +1321,18 @@ fn read_fde_to<M: UserBytes>(
         }
     }
     out.cie = cie;
-    out.code_align = k.uleb(r)?;
-    out.data_align = k.sleb(r)?;
+    out.code_align = Bytewise(Read(&mut k, r)).uleb()?;
+    out.data_align = Bytewise(Read(&mut k, r)).sleb()?;
     out.ra_reg = if version == 1 {
         u64::from(k.u8(r)?)
     } else {
-        k.uleb(r)?
+        Bytewise(Read(&mut k, r)).uleb()?
     };
     out.ptr_enc = PE_ABSPTR;
     out.signal_frame = false;
     let has_z = aug.first() == Some(&b'z');
     if has_z {
-        let len = k.uleb(r)?;
+        let len = Bytewise(Read(&mut k, r)).uleb()?;
         if len > k.left() {
             return Err(Refusal::Malformed(Where::Cie));
         }
@@ -1294,12 +1349,14 @@ fn read_fde_to<M: UserBytes>(
                         return Err(Refusal::UnsupportedEncoding(Where::Cie, enc));
                     }
                     // The personality routine is not needed: skip it.
-                    read_format(&mut Read(&mut k, r), enc & 0x7f, ws).map_err(|e| match e {
-                        Refusal::UnsupportedEncoding(..) => {
-                            Refusal::UnsupportedEncoding(Where::Cie, enc)
-                        }
-                        e => e,
-                    })?;
+                    read_format(&mut Bytewise(Read(&mut k, r)), enc & 0x7f, ws).map_err(
+                        |e| match e {
+                            Refusal::UnsupportedEncoding(..) => {
+                                Refusal::UnsupportedEncoding(Where::Cie, enc)
+                            }
+                            e => e,
+                        },
+                    )?;
                 }
                 b'S' => out.signal_frame = true,
                 other => return Err(Refusal::UnsupportedAugmentation(other)),
@@ -1312,23 +1369,22 @@ fn read_fde_to<M: UserBytes>(
     } else if let Some(&letter) = aug.first() {
         return Err(Refusal::UnsupportedAugmentation(letter));
     }
-    out.cie_insns = (k.pos, cie_end);
+    out.cie_insns.0 = k.pos;
 
     // The rest of the FDE.
     let ptr_enc = out.ptr_enc;
-    out.pc_begin = read_encoded(&mut Read(&mut c, r), ptr_enc, ws, None)?;
-    let range = ws.wrap(read_format(&mut Read(&mut c, r), ptr_enc, ws)?);
+    out.pc_begin = read_encoded(&mut Bytewise(Read(&mut c, r)), ptr_enc, ws, None)?;
+    let range = ws.wrap(read_format(&mut Bytewise(Read(&mut c, r)), ptr_enc, ws)?);
     out.pc_end = out
         .pc_begin
         .checked_add(range)
         .filter(|&e| ws.wrap(e) == e)
         .ok_or(Refusal::Malformed(Where::Fde))?;
     if has_z {
-        let len = c.uleb(r)?;
+        let len = Bytewise(Read(&mut c, r)).uleb()?;
         c.skip(len)?;
     }
-    out.addr = addr;
-    out.insns = (c.pos, end);
+    out.insns.0 = c.pos;
     Ok(())
 }
 
@@ -1734,7 +1790,8 @@ impl Scratch {
         fde: Fde::EMPTY,
     };
 
-    /// The FDE [`read_fde_into`] read last.
+    /// The FDE [`read_fde_into`] read last (if that read failed, partly
+    /// written: not an FDE to use).
     pub fn fde(&self) -> &Fde {
         &self.fde
     }

@@ -886,14 +886,17 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         pc: u64,
         scratch: &mut cfi::Scratch,
     ) -> Result<(), Refusal> {
-        let what = self.find(r, hdr, ws, pc, scratch)?;
+        let mut what = FdeOrNone::None(pc, Refusal::NoFde);
+        self.find(r, hdr, ws, pc, scratch, &mut what)?;
         self.insert(r, &what, ws, scratch)
     }
 
-    /// The FDE of `pc`, read into `scratch`, or why there is none; `Err`
-    /// for a [`cfi::transient`] refusal.  Out of line: the search's
-    /// frame is not in [`ObjectRows::fill`]'s, which is under the
-    /// compilation (docs/design.md, "Stack use").
+    /// The FDE of `pc`, read into `scratch`, or why there is none, into
+    /// `what` (the caller's: one copy of it in the caller's frame, not a
+    /// result and its unwrapped copy); `Err` for a [`cfi::transient`]
+    /// refusal.  Out of line: the search's frame is not in
+    /// [`ObjectRows::fill`]'s, which is under the compilation
+    /// (docs/design.md, "Stack use").
     #[inline(never)]
     fn find<M: UserBytes>(
         &mut self,
@@ -902,7 +905,8 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
         ws: WordSize,
         pc: u64,
         scratch: &mut cfi::Scratch,
-    ) -> Result<FdeOrNone, Refusal> {
+        what: &mut FdeOrNone,
+    ) -> Result<(), Refusal> {
         if self.probes.items().is_empty()
             && hdr.count > cfi::PROBE_SLOTS as u64
             && self.probes.reserve(cfi::PROBE_SLOTS)
@@ -920,7 +924,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
             cfi::search_range(r, hdr, ws, pc, self.probes.items_mut()).and_then(|(at, found)| {
                 cfi::read_fde_into(r, hdr.eh_frame, at, ws, scratch).map(|()| found)
             });
-        Ok(match fde {
+        *what = match fde {
             Ok(found) if scratch.fde().pc_begin <= pc && pc < scratch.fde().pc_end => {
                 FdeOrNone::Fde(found)
             }
@@ -928,7 +932,8 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
             Ok(_) => FdeOrNone::None(pc, Refusal::NoFde),
             Err(e) if cfi::transient(e) => return Err(e),
             Err(e) => FdeOrNone::None(pc, e),
-        })
+        };
+        Ok(())
     }
 
     /// Compile `fde` (or remember a pc as refused) and insert it.
