@@ -14,8 +14,9 @@ A function's own frame is what its instructions take from the stack: the
 return address its caller pushed (8), 8 per push (frame pointer, callee-
 saved registers, and arguments pushed for a call: all of them, whether or
 not they are popped before the next call), every `sub $N,%rsp` (or
-`add $-N,%rsp`) summed, and N - 8 for an `and $-N,%rsp` realignment.  Any
-other write to %rsp than the epilogue's (`mov %rbp,%rsp`,
+`add $-N,%rsp`, or `lea -N(%rsp),%rsp`) summed, and N - 8 for an
+`and $-N,%rsp` realignment (an `add $N,%rsp` or `lea N(%rsp),%rsp`
+releases).  Any other write to %rsp than the epilogue's (`mov %rbp,%rsp`,
 `lea -N(%rbp),%rsp`) is a variable-size allocation: the depth is then
 unknown and --check fails.  These sums are upper bounds.
 
@@ -116,6 +117,7 @@ TARGET = re.compile(r'^([0-9a-f]+) <')
 SYMREF = re.compile(r'^(.*?)([+-]0x[0-9a-f]+)?$')
 IMM = re.compile(r'^\$(0x[0-9a-f]+),%rsp$')
 EPILOGUE = re.compile(r'^(-?(0x[0-9a-f]+)?\(%rbp\)|%rbp),%rsp$')
+RSP_LEA = re.compile(r'^(-?0x[0-9a-f]+)\(%rsp\),%rsp$')
 
 
 def run(cmd):
@@ -252,6 +254,12 @@ class Graph:
                     subs += (1 << 64) - v if v >= 1 << 63 else 0
                 elif m and mn.startswith('and'):
                     realign = max(realign, (1 << 64) - v - 8)
+                elif mn.startswith('lea') and RSP_LEA.match(ops):
+                    # `lea N(%rsp),%rsp`: an `add $N,%rsp` (a release,
+                    # as an epilogue's) or, negative, a `sub`.
+                    n = RSP_LEA.match(ops).group(1)
+                    if n.startswith('-'):
+                        subs += int(n[1:], 16)
                 elif not (mn.startswith(('mov', 'lea')) and EPILOGUE.match(ops)):
                     dynamic.append('%x: %s %s' % (addr, mn, ops))
                 continue

@@ -612,7 +612,9 @@ const FILE_ROWS_SIZE: usize = core::mem::size_of::<FileRows>() + core::mem::size
 
 /// Drop the entries of [`FILES`] that no object uses.
 fn drop_unused() {
-    FILES.lock().retain(|f| f.users.load(Relaxed) != 0);
+    let mut files = FILES.lock();
+    let kept = rows::keep_first(&mut files, |f| f.users.load(Relaxed) != 0);
+    files.truncate(kept);
 }
 
 /// The shrinker's share of the rows compiled from files: drop the entries
@@ -627,7 +629,8 @@ pub(crate) fn shrink_files(goal: usize) -> usize {
         return 0;
     };
     let before = file_bytes();
-    files.retain(|f| f.users.load(Relaxed) != 0);
+    let kept = rows::keep_first(&mut files, |f| f.users.load(Relaxed) != 0);
+    files.truncate(kept);
     for f in files.iter() {
         if before.saturating_sub(file_bytes()) >= goal {
             break;
@@ -747,20 +750,21 @@ fn scratch_of(s: &mut Option<KBox<Scratch>>) -> Result<&mut Scratch, Cause> {
 impl Inner {
     /// Add the object of the mapping `(start, end, pgoff, base, vdso)` in
     /// its place, without tables (its caller looks them up); its index.
-    /// Out of line, and given the object's parts: the object is made in
-    /// this frame, not in [`TaskTables::add_object`]'s.
+    /// What overlaps it must be dropped first ([`Inner::retain`], by the
+    /// caller: what the drops call is not under this frame).  Out of
+    /// line, and given the object's parts: the object is made in this
+    /// frame, not in [`TaskTables::add_object`]'s.
     #[inline(never)]
     fn insert(
         &mut self,
         (start, end, pgoff, base, vdso): (u64, u64, u64, u64, bool),
         file: Option<ARef<File>>,
     ) -> Option<usize> {
-        // What overlaps it is stale (the mappings changed during the walk):
-        // dropped before the object is made, so that what their drops
-        // call is not under the object's frame.
-        self.retain(|o| o.end <= start || o.start >= end);
         let at = self.objects.partition_point(|o| o.start < start);
-        self.objects.reserve(1, GFP_KERNEL_ACCOUNT).ok()?;
+        // At the first, room for a walk's usual objects (the program,
+        // libc, ld.so, one more) without growing.
+        let room = if self.objects.capacity() == 0 { 4 } else { 1 };
+        self.objects.reserve(room, GFP_KERNEL_ACCOUNT).ok()?;
         let object = Object {
             start,
             end,
@@ -794,24 +798,13 @@ impl Inner {
     /// panic's frames would be the deepest under an object's lookup).
     fn retain(&mut self, mut keep: impl FnMut(&Object) -> bool) {
         let mut freed = 0;
-        let mut kept = 0;
-        let objects = &mut self.objects[..];
-        for i in 0..objects.len() {
-            let Some((done, rest)) = objects.split_at_mut_checked(i) else {
-                break;
-            };
-            let Some(o) = rest.first_mut() else {
-                break;
-            };
-            if !keep(o) {
+        let kept = rows::keep_first(&mut self.objects, |o| {
+            let k = keep(o);
+            if !k {
                 freed = o.bytes().saturating_add(freed);
-                continue;
             }
-            if let Some(slot) = done.get_mut(kept) {
-                core::mem::swap(slot, o);
-            }
-            kept += 1;
-        }
+            k
+        });
         if kept != self.objects.len() {
             self.objects.truncate(kept);
             self.memo_clear();
@@ -841,40 +834,15 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
     // SAFETY: The field is written once from null by
     // `unwind_user_mm_install()` (a cmpxchg) and cleared only when no task
     // uses the mm; a racy read sees null or the installed cache.
-    let cur = unsafe {
+    let mut cur = unsafe {
         core::ptr::read_volatile(&raw const (*mm.as_raw()).__bindgen_anon_1.unwind_user_tables)
     };
-    let cur = if cur.is_null() {
-        // Room for a walk's usual objects (the program, libc, ld.so, one
-        // more) without growing.
-        let objects = KVec::with_capacity(4, GFP_KERNEL_ACCOUNT).ok()?;
-        let new = KBox::pin_init(
-            pin_init!(MmTables {
-                inner <- new_mutex!(Inner {
-                    seq: None,
-                    objects,
-                    bytes: 0,
-                    memo: None,
-                    walked: false,
-                    ws: None,
-                    scratch: None,
-                    walk: None,
-                    counts: Counts::default(),
-                }),
-                // SAFETY: `p` points to the field, at its final place.
-                link <- Opaque::ffi_init(|p| unsafe { bindings::INIT_LIST_HEAD(p) }),
-            }),
-            GFP_KERNEL_ACCOUNT,
-        )
-        .ok()?;
-        // SAFETY: The box is only ever used pinned: through the pointer
-        // installed in the mm, and freed as a whole by
-        // `unwind_user_mm_exit()`.
-        let new = KBox::into_raw(unsafe { Pin::into_inner_unchecked(new) });
+    if cur.is_null() {
+        let new = new_mm_tables()?;
         // SAFETY: `mm` is valid; the function installs `new` unless the
         // field is already set, and returns what is installed.
-        let got = unsafe { bindings::unwind_user_mm_install(mm.as_raw(), new.cast()) };
-        if got != new.cast() {
+        cur = unsafe { bindings::unwind_user_mm_install(mm.as_raw(), new.cast()) };
+        if cur != new.cast() {
             // Another thread installed one first.
             // SAFETY: `new` came from `KBox::into_raw` and was not installed.
             drop(unsafe { KBox::from_raw(new) });
@@ -883,13 +851,45 @@ fn mm_tables(mm: &MmWithUser) -> Option<&MmTables> {
             // lives until `mm_exit()` unlinks it.
             unsafe { bindings::unwind_user_tables_link((*new).link.get()) };
         }
-        got
-    } else {
-        cur
-    };
+    }
     // SAFETY: An installed cache lives until `__mmput()`, which cannot run
     // while `mm` (current's, with a user count) is in use.
     Some(unsafe { &*cur.cast::<MmTables>() })
+}
+
+/// A new cache for [`mm_tables`] to install, as a raw pointer from
+/// `KBox::into_raw()`.  Out of line: once per mm, its frame not in every
+/// walk's start (nor is a lost one's drop under it).
+#[inline(never)]
+#[cold]
+fn new_mm_tables() -> Option<*mut MmTables> {
+    // Empty: [`Inner::insert`] makes room for a walk's usual objects at
+    // the first (`KVec::with_capacity()` would bring its overflow check's
+    // panic into this frame's path).
+    let new = KBox::pin_init(
+        pin_init!(MmTables {
+            // Made in place, not on this frame.
+            inner <- new_mutex!(init!(Inner {
+                seq: None,
+                objects: KVec::new(),
+                bytes: 0,
+                memo: None,
+                walked: false,
+                ws: None,
+                scratch: None,
+                walk: None,
+                counts: Counts::default(),
+            })),
+            // SAFETY: `p` points to the field, at its final place.
+            link <- Opaque::ffi_init(|p| unsafe { bindings::INIT_LIST_HEAD(p) }),
+        }),
+        GFP_KERNEL_ACCOUNT,
+    )
+    .ok()?;
+    // SAFETY: The box is only ever used pinned: through the pointer
+    // installed in the mm, and freed as a whole by `unwind_user_mm_exit()`
+    // (or by `mm_tables()`, if another thread installed one first).
+    Some(KBox::into_raw(unsafe { Pin::into_inner_unchecked(new) }))
 }
 
 /// Free `mm`'s compiled rows (`unwind_user_mm_exit()`, called by
@@ -1120,6 +1120,8 @@ impl<'a> TaskTables<'a> {
         // after: over the lookups' reads this frame keeps the object's
         // index, not its parts.
         let g = self.inner.as_mut()?;
+        // What overlaps it is stale (the mappings changed during the walk).
+        g.retain(|o| o.end <= start || o.start >= end);
         let i = g.insert((start, end, pgoff, base.unwrap_or(0) as u64, vdso), file)?;
         let o = g.objects.get_mut(i)?;
         // Taken for the lookups and put back, with no return in between.

@@ -585,10 +585,12 @@ impl<'w> Cursor<'w> {
         let to_page = PAGE - (self.pos & (PAGE - 1));
         let len = self.left().min(to_page).min(self.chunk) as usize;
         let buf = self.win.get_mut(..len).ok_or(Refusal::Malformed(self.at))?;
-        r.read(self.pos, buf, self.at)?;
+        // The window is set before the read, which is this frame's last
+        // call (little kept over it): a cursor whose read failed is not
+        // read from again (its parser returns the error).
         self.win_addr = self.pos;
         self.win_len = len;
-        Ok(())
+        r.read(self.pos, buf, self.at)
     }
 
     /// `n` bytes little-endian (n <= 8).
@@ -775,6 +777,14 @@ impl<B: Bytes> Bytes for Bytewise<B> {
     fn uleb(&mut self) -> Res<u64> {
         let at = self.0.at();
         uleb(|| self.0.u8(), at)
+    }
+    #[inline(always)]
+    fn uint(&mut self, n: u32) -> Res<u64> {
+        let mut v = 0u64;
+        for k in 0..n.min(8) {
+            v |= u64::from(self.0.u8()?) << (8 * k);
+        }
+        Ok(v)
     }
     #[inline(always)]
     fn sleb(&mut self) -> Res<i64> {

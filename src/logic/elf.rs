@@ -224,7 +224,8 @@ fn scan<M: UserBytes>(
                     size: (l.word)(ph, l.p_filesz)?,
                 };
             }
-            nr_loads += 1;
+            // Saturating: no overflow panic under an object's lookup.
+            nr_loads = nr_loads.saturating_add(1);
         } else if p_type == PT_GNU_EH_FRAME {
             eh_frame = Some(vaddr);
         }

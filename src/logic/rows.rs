@@ -821,6 +821,31 @@ pub fn shift_up<T>(items: &mut [T], at: usize) {
     }
 }
 
+/// The items `keep` says yes to moved to the start of `items`, in their
+/// order; how many (the caller cuts the rest, the others, off).  As
+/// `Vec::retain`, without its panicking index: its panic's frames would be
+/// the deepest under an object's lookup.
+pub fn keep_first<T>(items: &mut [T], mut keep: impl FnMut(&T) -> bool) -> usize {
+    let mut kept = 0;
+    for i in 0..items.len() {
+        let Some((done, rest)) = items.split_at_mut_checked(i) else {
+            break;
+        };
+        let Some(item) = rest.first_mut() else {
+            break;
+        };
+        if !keep(item) {
+            continue;
+        }
+        if let Some(slot) = done.get_mut(kept) {
+            core::mem::swap(slot, item);
+        }
+        // Below `items.len()`: no overflow (and no panic's frames).
+        kept = kept.wrapping_add(1);
+    }
+    kept
+}
+
 /// The items from `from` on moved to the start of `items` (the first
 /// `items.len() - from` of `rotate_left(from)`; the rest is left as it
 /// is, for the caller to cut).
@@ -897,7 +922,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
     /// refusal.  Out of line: the search's frame is not in
     /// [`ObjectRows::fill`]'s, which is under the compilation
     /// (docs/design.md, "Stack use").
-    #[inline(never)]
+    #[inline(always)]
     fn find<M: UserBytes>(
         &mut self,
         r: &mut Reader<'_, M>,
@@ -937,6 +962,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
     }
 
     /// Compile `fde` (or remember a pc as refused) and insert it.
+    #[inline(always)]
     fn insert<M: UserBytes>(
         &mut self,
         r: &mut Reader<'_, M>,
