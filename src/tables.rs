@@ -1332,17 +1332,32 @@ impl TaskTables<'_> {
         Some(Some(found))
     }
 
-    /// [`Tables::row`]'s answer after [`TaskTables::fill`]: the row just
-    /// compiled (or found compiled by another mm's walk), looked up beside
-    /// the compilation's frames, not in them.  A shared row evicted by
-    /// another mm's compilation in between is refused for this frame, as
-    /// a row that does not fit.  Out of line: not in the frame the walk's
-    /// asks are settled from, which is over every compilation's.
+    /// [`Tables::row`]'s answer after [`TaskTables::fill`], into `slot`:
+    /// the row just compiled (or found compiled by another mm's walk),
+    /// looked up beside the compilation's frames, not in them.  A shared
+    /// row evicted by another mm's compilation in between is refused for
+    /// this frame, as a row that does not fit.  Out of line, and written
+    /// into the walk's slot, not returned: nothing of it is in the frame
+    /// the walk's asks are settled from, which is over every
+    /// compilation's.
     #[inline(never)]
-    fn just_compiled(&mut self, pc: u64, ws: WordSize) -> Answer {
-        match self.compiled(pc, ws) {
+    fn just_compiled(&mut self, pc: u64, ws: WordSize, slot: &mut Option<Answer>) {
+        *slot = Some(match self.compiled(pc, ws) {
             Some(found) => found.map(Ok),
             None => Some(Err(cfi::Refusal::Bound(cfi::Bound::Memory).cause())),
+        });
+    }
+
+    /// [`Tables::known`]'s answer into `slot`, if it has one.  Out of
+    /// line, as [`TaskTables::just_compiled`].
+    #[inline(never)]
+    fn known_into(&mut self, pc: u64, ws: WordSize, slot: &mut Option<Answer>) -> bool {
+        match self.known(pc, ws) {
+            Some(a) => {
+                *slot = Some(a);
+                true
+            }
+            None => false,
         }
     }
 }
@@ -1350,21 +1365,46 @@ impl TaskTables<'_> {
 impl Tables for TaskTables<'_> {
     #[inline]
     fn row<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Answer {
-        if let Some(a) = self.known(pc, ws) {
-            return a;
+        let mut slot = None;
+        self.row_into(r, pc, ws, &mut slot);
+        slot.flatten()
+    }
+
+    /// The answers are written into `slot` by out-of-line functions
+    /// ([`TaskTables::known_into`], [`TaskTables::just_compiled`]): this
+    /// frame, inlined into the walk's caller, over every lookup and
+    /// compilation, holds none.
+    #[inline]
+    fn row_into<M: UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        pc: u64,
+        ws: WordSize,
+        slot: &mut Option<Answer>,
+    ) {
+        if self.known_into(pc, ws, slot) {
+            return;
         }
-        let g = self.inner.as_ref()?;
+        let Some(g) = self.inner.as_ref() else {
+            *slot = Some(None);
+            return;
+        };
         if rows::object_of(&g.objects, self.last, pc, |o| (o.start, o.end)).is_none() {
-            self.last = self.add_object(r, pc, ws)?;
+            let Some(i) = self.add_object(r, pc, ws) else {
+                *slot = Some(None);
+                return;
+            };
+            self.last = i;
             // Its rows may be its file's, compiled before.
-            if let Some(a) = self.known(pc, ws) {
-                return a;
+            if self.known_into(pc, ws, slot) {
+                return;
             }
         }
-        if let Err(e) = self.fill(r, pc, ws)? {
-            return Some(Err(e));
+        match self.fill(r, pc, ws) {
+            None => *slot = Some(None),
+            Some(Err(e)) => *slot = Some(Some(Err(e))),
+            Some(Ok(())) => self.just_compiled(pc, ws, slot),
         }
-        self.just_compiled(pc, ws)
     }
 
     /// `row`'s answer where it takes no work: the memo's, or the rows of

@@ -3684,3 +3684,19 @@ fn layout_file_offsets() {
     l.nr_loads = MAX_LOADS + 1;
     assert_eq!(l.file_offset(0x10, 8), None);
 }
+
+proptest! {
+    /// `rows::keep_first` (the kernel's retain without a panicking index:
+    /// `Inner::retain`, the files' registry) keeps what `Vec::retain`
+    /// keeps, in order, and says how many.
+    #[test]
+    fn keep_first_is_retain(items in proptest::collection::vec(any::<u8>(), 0..64), k in 1u8..8) {
+        let keep = |v: &u8| v % k != 0;
+        let mut want = items.clone();
+        want.retain(keep);
+        let mut got = items.clone();
+        let kept = unwind_logic::rows::keep_first(&mut got, keep);
+        got.truncate(kept);
+        prop_assert_eq!(got, want);
+    }
+}

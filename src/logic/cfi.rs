@@ -593,8 +593,9 @@ impl<'w> Cursor<'w> {
         r.read(self.pos, buf, self.at)
     }
 
-    /// `n` bytes little-endian (n <= 8).
-    #[inline]
+    /// `n` bytes little-endian (n <= 8).  Inlined: a frame of its own
+    /// would be between the FDE's reader and its refill.
+    #[inline(always)]
     fn uint<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, n: u32) -> Res<u64> {
         let mut v = 0u64;
         for k in 0..n.min(8) {
@@ -730,35 +731,6 @@ impl<M: UserBytes> Bytes for Read<'_, '_, '_, M> {
     #[inline]
     fn at(&self) -> Where {
         self.0.at
-    }
-}
-
-/// A table entry's fields, whose encoding has a fixed size
-/// ([`fixed_size`], checked before): read without the LEB128 readers,
-/// which such an encoding never reaches, so that they are not frames
-/// under the search's.
-struct Fixed<B: Bytes>(B);
-
-impl<B: Bytes> Bytes for Fixed<B> {
-    #[inline]
-    fn u8(&mut self) -> Res<u8> {
-        self.0.u8()
-    }
-    #[inline]
-    fn uleb(&mut self) -> Res<u64> {
-        Err(Refusal::UnsupportedEncoding(self.0.at(), PE_ULEB128))
-    }
-    #[inline]
-    fn sleb(&mut self) -> Res<i64> {
-        Err(Refusal::UnsupportedEncoding(self.0.at(), PE_SLEB128))
-    }
-    #[inline]
-    fn pos(&self) -> u64 {
-        self.0.pos()
-    }
-    #[inline]
-    fn at(&self) -> Where {
-        self.0.at()
     }
 }
 
@@ -937,12 +909,18 @@ fn read_format(c: &mut impl Bytes, enc: u8, ws: WordSize) -> Res<u64> {
     // refill: no frame of its own under this one), sign-extended for the
     // `sdata` formats and `signed`.
     let n = fixed_size(enc, ws).ok_or(Refusal::UnsupportedEncoding(c.at(), enc))?;
-    let v = c.uint(n)?;
+    Ok(fixed_value(c.uint(n)?, enc, n))
+}
+
+/// The value of the `n` bytes `v` of a fixed-size format `enc`:
+/// sign-extended for the `sdata` formats and `signed`.
+#[inline(always)]
+fn fixed_value(v: u64, enc: u8, n: u32) -> u64 {
     if enc & PE_SIGNED == 0 {
-        return Ok(v);
+        return v;
     }
     let shift = 64 - 8 * n.clamp(1, 8);
-    Ok((((v << shift) as i64) >> shift) as u64)
+    (((v << shift) as i64) >> shift) as u64
 }
 
 /// Read an encoded pointer.  `datarel` is the base of `DW_EH_PE_datarel`
@@ -950,8 +928,15 @@ fn read_format(c: &mut impl Bytes, enc: u8, ws: WordSize) -> Res<u64> {
 /// [`read_format`].
 #[inline(always)]
 fn read_encoded(c: &mut impl Bytes, enc: u8, ws: WordSize, datarel: Option<u64>) -> Res<u64> {
-    let at = c.at();
-    let field = c.pos();
+    let base = encoded_base(enc, c.pos(), datarel, c.at())?;
+    let v = read_format(c, enc, ws)?;
+    Ok(ws.wrap(base.wrapping_add(v)))
+}
+
+/// What the value of a pointer encoded by `enc` at `field` is relative
+/// to, or why `enc` is not supported (checked before its bytes are read).
+#[inline(always)]
+fn encoded_base(enc: u8, field: u64, datarel: Option<u64>, at: Where) -> Res<u64> {
     let base = match enc & 0x70 {
         0x00 => 0,
         PE_PCREL => field,
@@ -961,8 +946,7 @@ fn read_encoded(c: &mut impl Bytes, enc: u8, ws: WordSize, datarel: Option<u64>)
     if enc & 0x80 != 0 {
         return Err(Refusal::UnsupportedEncoding(at, enc));
     }
-    let v = read_format(c, enc, ws)?;
-    Ok(ws.wrap(base.wrapping_add(v)))
+    Ok(base)
 }
 
 /// A parsed `.eh_frame_hdr` (what a per-object cache could keep).
@@ -1108,7 +1092,6 @@ pub fn search_range<M: UserBytes>(
     let (mut from, mut to) = (0u64, u64::MAX);
     // The probe's place in the tree, while the memo has one.
     let mut node = 0usize;
-    let mut win = [0; ENTRY_WINDOW];
     for _ in 0..MAX_PROBES {
         if lo >= hi {
             return found.map(|fde| (fde, (from, to))).ok_or(Refusal::NoFde);
@@ -1119,20 +1102,41 @@ pub fn search_range<M: UserBytes>(
             .checked_mul(entry)
             .and_then(|o| h.table.checked_add(o))
             .ok_or(Refusal::Malformed(Where::Table))?;
-        let mut c = Cursor::new(&mut win, at, at.saturating_add(entry), Where::Table);
+        let end = at.saturating_add(entry);
+        let second = at.saturating_add(u64::from(size));
         let slot = memo.get_mut(node);
-        let start = match slot.as_deref() {
-            Some(p) if p.state != PROBE_NONE => {
-                // Where the read would have left the cursor.
-                c.pos = at.saturating_add(u64::from(size));
-                p.start
+        // Each field not in the memo: its encoding checked, its bytes read
+        // as a cursor over the entry reads them (each read by a call out
+        // of line, [`EntryBytes::read`]), then decoded here.
+        let (start, mut e) = match slot.as_deref() {
+            Some(p) if p.state != PROBE_NONE => (p.start, EntryBytes::at(second)),
+            _ => {
+                let base = encoded_base(enc, at, Some(h.addr), Where::Table)?;
+                let mut e = EntryBytes::at(at);
+                for _ in 0..ENTRY_WINDOW {
+                    if e.next() >= second {
+                        break;
+                    }
+                    e.read(r, end)?;
+                }
+                let v = fixed_value(e.uint(at, size), enc, size);
+                (ws.wrap(base.wrapping_add(v)), e)
             }
-            _ => read_encoded(&mut Fixed(Read(&mut c, r)), enc, ws, Some(h.addr))?,
         };
         if start <= pc {
             let fde = match slot.as_deref() {
                 Some(p) if p.state == PROBE_BOTH => p.fde,
-                _ => read_encoded(&mut Fixed(Read(&mut c, r)), enc, ws, Some(h.addr))?,
+                _ => {
+                    let base = encoded_base(enc, second, Some(h.addr), Where::Table)?;
+                    for _ in 0..ENTRY_WINDOW {
+                        if e.next() >= end {
+                            break;
+                        }
+                        e.read(r, end)?;
+                    }
+                    let v = fixed_value(e.uint(second, size), enc, size);
+                    ws.wrap(base.wrapping_add(v))
+                }
             };
             if let Some(p) = slot {
                 *p = Probe {
@@ -1166,7 +1170,71 @@ pub fn search_range<M: UserBytes>(
     Err(Refusal::Bound(Bound::Probes))
 }
 
+/// The bytes of a search table's entry read so far: `len` from `base` (a
+/// field's first byte), as a cursor over the entry reads them.
+struct EntryBytes {
+    buf: [u8; ENTRY_WINDOW],
+    base: u64,
+    len: usize,
+}
+
+impl EntryBytes {
+    /// None read yet, from `base` on.
+    fn at(base: u64) -> Self {
+        EntryBytes {
+            buf: [0; ENTRY_WINDOW],
+            base,
+            len: 0,
+        }
+    }
+
+    /// The first byte not read.
+    fn next(&self) -> u64 {
+        self.base.wrapping_add(self.len as u64)
+    }
+
+    /// Read from [`EntryBytes::next`], as a cursor's refill there: to
+    /// the entry's `end`, not across a page, at most [`ENTRY_WINDOW`]
+    /// bytes (an entry is at most that).  Out of line: the search's reads
+    /// are under this small frame.
+    #[inline(never)]
+    fn read<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, end: u64) -> Res<()> {
+        let pos = self.next();
+        let to_page = PAGE - (pos & (PAGE - 1));
+        let n = end
+            .saturating_sub(pos)
+            .min(to_page)
+            .min(ENTRY_WINDOW as u64) as usize;
+        let buf = self
+            .buf
+            .get_mut(self.len..)
+            .and_then(|b| b.get_mut(..n))
+            .filter(|b| !b.is_empty())
+            .ok_or(Refusal::Bound(Bound::Memory))?;
+        // Set before the read, its last call (as `Cursor::refill`): an
+        // entry whose read failed is not read from again.
+        self.len = self.len.wrapping_add(n);
+        r.read(pos, buf, Where::Table)
+    }
+
+    /// The `n` bytes at `at` (read), little-endian.
+    fn uint(&self, at: u64, n: u32) -> u64 {
+        let from = at.wrapping_sub(self.base) as usize;
+        let mut v = 0u64;
+        for k in 0..n.min(8) {
+            let b = self
+                .buf
+                .get(from.wrapping_add(k as usize))
+                .copied()
+                .unwrap_or(0);
+            v |= u64::from(b) << (8 * k);
+        }
+        v
+    }
+}
+
 /// Read an entry's length; returns (entry end, 64-bit format).
+#[inline(always)]
 fn entry_len<M: UserBytes>(c: &mut Cursor<'_>, r: &mut Reader<'_, M>) -> Res<u64> {
     let at = c.at;
     let len32 = c.uint(r, 4)?;

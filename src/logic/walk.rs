@@ -375,6 +375,20 @@ pub trait Tables {
     /// [`Tables::known`] was `None`.
     fn row<M: cfi::UserBytes>(&mut self, r: &mut Reader<'_, M>, pc: u64, ws: WordSize) -> Answer;
 
+    /// [`Tables::row`]'s answer written into `slot` (the walk's, off the
+    /// stack), for tables that would rather not return it through their
+    /// caller's frame, which is over their work.  By default
+    /// [`Tables::row`].
+    fn row_into<M: cfi::UserBytes>(
+        &mut self,
+        r: &mut Reader<'_, M>,
+        pc: u64,
+        ws: WordSize,
+        slot: &mut Option<Answer>,
+    ) {
+        *slot = Some(self.row(r, pc, ws));
+    }
+
     /// What [`Tables::row`] would answer for `pc`, if the tables have it
     /// without any work (no user read, no object lookup, no compilation:
     /// the pc's object known and its row compiled, or remembered as
@@ -627,11 +641,11 @@ impl TableWalk {
             return;
         };
         let mut r = Reader::with_reads(mem, MAX_TABLE_READS, self.reads);
-        let a = tables.row(&mut r, pc, self.w.ws);
-        self.reads = r.reads();
+        let ws = self.w.ws;
         if let Some(slot) = self.got.get_mut(i) {
-            *slot = Some(a);
+            tables.row_into(&mut r, pc, ws, slot);
         }
+        self.reads = r.reads();
     }
 
     /// The walk from where it is, into `out`: [`Ran::Done`] when it ends,
