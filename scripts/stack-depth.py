@@ -69,7 +69,10 @@ ROOTS = [
     # lookups and compilations, is inlined into cache::user_faultable).
     ('table-walk', r'<unwind_rust::logic::walk::TableWalk>::run::<unwind_rust::walk::'
      r'CurrentUserMemory, unwind_rust::tables::TaskTables>', True),
-    ('interpreter', r'<unwind_rust::logic::rows::ObjectRows<.*>>::insert::'
+    # The interpreter on an object's own rows (its decoder, row sink and
+    # reads; ObjectRows::insert, which called it, is inlined since
+    # 2026-12-07 into TaskTables::fill_own and fill_shared).
+    ('interpreter', r'unwind_rust::logic::cfi::compile_read::'
      r'<unwind_rust::walk::CurrentUserMemory>', True),
 ]
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
 """Host-side tests of stack-depth.py on small objects assembled here (GNU
-as): frames from pushes, `sub`, `add $-N` and realignment; the worst path
+as): frames from pushes, `sub`, `add $-N`, `lea -N(%rsp),%rsp` and realignment
+(and `lea N(%rsp),%rsp` releasing); the worst path
 through direct calls, calls the assembler resolved itself, tail calls and
 kernel functions; and --check failing on a path over the limit, on
 recursion, on an indirect call with no known target, on a variable-size
@@ -20,9 +21,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # big: 8 + 8 + 0x80 (add $-0x80) + 56 (and $-64) = 200.
 # local_caller calls local_fn (static, resolved by the assembler: no
 # relocation): 8 + 8 = 16, + local_fn's 8 + 8 + 0x40 = 80.
+# leas: 8 + 8 + 0x30 (lea -0x30(%rsp),%rsp), released by lea 0x30(%rsp),
+# calls leaf: 64 + 48.
 BASE = '''
 	.text
-	.globl leaf, mid, top, tail, big, local_caller
+	.globl leaf, mid, top, tail, big, local_caller, leas
 leaf:	push %rbp
 	mov %rsp,%rbp
 	sub $0x20,%rsp
@@ -67,6 +70,13 @@ local_caller:
 	push %rbp
 	mov %rsp,%rbp
 	call local_fn
+	pop %rbp
+	ret
+leas:	push %rbp
+	mov %rsp,%rbp
+	lea -0x30(%rsp),%rsp
+	call leaf
+	lea 0x30(%rsp),%rsp
 	pop %rbp
 	ret
 '''
@@ -136,7 +146,7 @@ class StackDepth(unittest.TestCase):
         o = self.obj(BASE)
         rc, out, _ = self.run_on([o], '--root', 'leaf=leaf', '--root', 'mid=mid',
                                  '--root', 'top=top', '--root', 'tail=tail', '--root', 'big=big',
-                                 '--root', 'local=local_caller')
+                                 '--root', 'local=local_caller', '--root', 'leas=leas')
         self.assertEqual(rc, 0)
         self.assertEqual(self.depth(out, 'leaf'), 48)
         self.assertEqual(self.depth(out, 'mid'), 280 + 48)
@@ -145,6 +155,9 @@ class StackDepth(unittest.TestCase):
         self.assertEqual(self.depth(out, 'tail'), 280 + 48)
         self.assertEqual(self.depth(out, 'big'), 8 + 8 + 0x80 + 56)
         self.assertEqual(self.depth(out, 'local'), 16 + 80)
+        # An allocation by lea, and its release by lea (not a variable
+        # frame).
+        self.assertEqual(self.depth(out, 'leas'), 8 + 8 + 0x30 + 48)
         self.assertIn('memcpy at %d' % (24 + 8), out)
 
     def test_check_limit(self):

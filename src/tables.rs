@@ -293,6 +293,21 @@ struct FileKey {
 }
 
 impl FileKey {
+    /// `file`'s key into `out` (the caller's, maybe not on the stack);
+    /// `false` if its rows cannot be compiled from its page cache (DAX,
+    /// secretmem, no `read_folio`).  Out of line: its own frame is beside
+    /// its caller's reads, not in the frame over them.
+    #[inline(never)]
+    fn read_into(file: &File, out: &mut Self) -> bool {
+        match Self::of(file) {
+            Some(k) => {
+                *out = k;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// `file`'s key; `None` if its rows cannot be compiled from its page
     /// cache (DAX, secretmem, no `read_folio`).
     fn of(file: &File) -> Option<Self> {
@@ -526,18 +541,16 @@ fn file_rows<M: UserBytes>(
     if !FILES_READY.load(Acquire) {
         return None;
     }
-    let key = FileKey::of(file)?;
-    {
-        let files = FILES.lock();
-        if let Some(f) = find_file(&files, &key, ws).ok().and_then(|i| files.get(i)) {
-            *found = found.saturating_add(1);
-            return Some(FileUse::new(f));
-        }
+    if let Some(u) = registered(file, ws, found)? {
+        return Some(u);
     }
     // On the heap: the key, the layout and the hdr are not in this frame
-    // over the reads.
+    // over the reads.  The key is taken again (it is taken before the
+    // bytes it stands for are read): the file's, or a newer one.
     let mut info = KBox::init(FileInfo::init_zeroed(), GFP_KERNEL_ACCOUNT).ok()?;
-    info.key = key;
+    if !FileKey::read_into(file, &mut info.key) {
+        return None;
+    }
     let FileInfo { layout, hdr, .. } = &mut *info;
     let found_layout = {
         let mut fb = FileBytes::new(file, None);
@@ -574,6 +587,21 @@ fn file_rows<M: UserBytes>(
     // Sorted insertion: the new entry moves down to its place.
     rows::shift_up(&mut files, at);
     Some(FileUse::new(&new))
+}
+
+/// The registered entry of `file` (its key now) for `ws`, counted in
+/// `found`; `Some(None)` if there is none, `None` if the file has no key.
+/// Out of line: the key is in this frame, not in [`file_rows`]'s over
+/// its reads.
+#[inline(never)]
+fn registered(file: &File, ws: WordSize, found: &mut u32) -> Option<Option<FileUse>> {
+    let key = FileKey::of(file)?;
+    let files = FILES.lock();
+    let f = find_file(&files, &key, ws).ok().and_then(|i| files.get(i));
+    if f.is_some() {
+        *found = found.saturating_add(1);
+    }
+    Some(f.map(FileUse::new))
 }
 
 /// The place of the entry of `key` and `ws` in the sorted registry:

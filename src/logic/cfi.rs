@@ -599,7 +599,8 @@ impl<'w> Cursor<'w> {
     fn uint<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, n: u32) -> Res<u64> {
         let mut v = 0u64;
         for k in 0..n.min(8) {
-            v |= u64::from(self.u8(r)?) << (8 * k);
+            // k < 8: the shift is exact (and no overflow check's panic).
+            v |= u64::from(self.u8(r)?).wrapping_shl(8 * k);
         }
         Ok(v)
     }
@@ -679,7 +680,7 @@ trait Bytes {
     fn uint(&mut self, n: u32) -> Res<u64> {
         let mut v = 0u64;
         for k in 0..n.min(8) {
-            v |= u64::from(self.u8()?) << (8 * k);
+            v |= u64::from(self.u8()?).wrapping_shl(8 * k);
         }
         Ok(v)
     }
@@ -754,7 +755,7 @@ impl<B: Bytes> Bytes for Bytewise<B> {
     fn uint(&mut self, n: u32) -> Res<u64> {
         let mut v = 0u64;
         for k in 0..n.min(8) {
-            v |= u64::from(self.0.u8()?) << (8 * k);
+            v |= u64::from(self.0.u8()?).wrapping_shl(8 * k);
         }
         Ok(v)
     }
@@ -1227,7 +1228,7 @@ impl EntryBytes {
                 .get(from.wrapping_add(k as usize))
                 .copied()
                 .unwrap_or(0);
-            v |= u64::from(b) << (8 * k);
+            v |= u64::from(b).wrapping_shl(8 * k);
         }
         v
     }
