@@ -162,7 +162,10 @@ pub fn layout<M: UserBytes>(mem: &mut M, base: u64, ws: WordSize, out: &mut Layo
 }
 
 /// The `.eh_frame_hdr` from the base and the number of `PT_LOAD`s of the
-/// object at `base`; the first [`MAX_LOADS`] into `loads` if given.
+/// object at `base`; the first [`MAX_LOADS`] into `loads` if given.  Out
+/// of line (also where optimised for speed): its frame is beside the
+/// object lookup's other reads, not in the frame over them.
+#[inline(never)]
 fn scan<M: UserBytes>(
     mem: &mut M,
     base: u64,
