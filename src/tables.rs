@@ -1446,7 +1446,12 @@ impl Tables for TaskTables<'_> {
         };
         let found = match g.memo.as_ref().and_then(|m| m.get(pc, ws)) {
             Some(found) => found,
-            None => self.compiled(pc, ws)??,
+            // An object without tables is known to have none: an answer
+            // without work (not an ask left to `row`).
+            None => match self.compiled(pc, ws)? {
+                Some(found) => found,
+                None => return Some(None),
+            },
         };
         if let Some(g) = self.inner.as_mut() {
             g.counts.hits = g.counts.hits.saturating_add(1);
