@@ -1078,6 +1078,9 @@ pub const PROBE_BOTH: u8 = 2;
 /// a caller that remembers the answer for a range of pcs.  `memo` holds
 /// the probes of earlier searches of this table (see [`Probe`]; empty for
 /// none): a probe found there reads nothing, one not found is put there.
+/// Out of line (also where optimised for speed, which would inline it):
+/// its frame is beside the FDE's read and the compilation, under their
+/// caller's, not in it.
 #[inline(never)]
 pub fn search_range<M: UserBytes>(
     r: &mut Reader<'_, M>,
@@ -1335,6 +1338,7 @@ impl Fde {
 /// local kept until the end (the fewer values live over the reads, the
 /// smaller this frame): where it fails, `out` is partly written, and no
 /// caller uses it (an FDE is compiled only after a read that succeeded).
+/// Out of line, as [`search_range`].
 #[inline(never)]
 fn read_fde_to<M: UserBytes>(
     r: &mut Reader<'_, M>,

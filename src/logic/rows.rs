@@ -919,9 +919,10 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
     /// The FDE of `pc`, read into `scratch`, or why there is none, into
     /// `what` (the caller's: one copy of it in the caller's frame, not a
     /// result and its unwrapped copy); `Err` for a [`cfi::transient`]
-    /// refusal.  Out of line: the search's frame is not in
-    /// [`ObjectRows::fill`]'s, which is under the compilation
-    /// (docs/design.md, "Stack use").
+    /// refusal.  Inlined, as [`ObjectRows::insert`]: the kernel's
+    /// `TaskTables::fill_shared` and `fill_own` are then the one frame
+    /// over the search, the FDE's read and the compilation, which are out
+    /// of line under it (docs/design.md, "Stack use").
     #[inline(always)]
     fn find<M: UserBytes>(
         &mut self,
@@ -962,6 +963,7 @@ impl<F: Store<FdeEntry>, R: Store<PackedRow>, P: Store<cfi::Probe>> ObjectRows<F
     }
 
     /// Compile `fde` (or remember a pc as refused) and insert it.
+    /// Inlined, as [`ObjectRows::find`].
     #[inline(always)]
     fn insert<M: UserBytes>(
         &mut self,
