@@ -2545,7 +2545,9 @@ pub fn compile<M: UserBytes>(
 
 /// [`compile`] the FDE in `scratch`: the one the last [`read_fde_into`]
 /// that succeeded read (its caller's duty: a stale FDE compiles to its
-/// own rows, not `pc`'s).
+/// own rows, not `pc`'s).  Out of line, as [`search_range`] (the bench
+/// kernel's link-time inlining put it into its caller's frame).
+#[inline(never)]
 pub fn compile_read<M: UserBytes>(
     r: &mut Reader<'_, M>,
     ws: WordSize,
