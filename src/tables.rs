@@ -1152,7 +1152,8 @@ impl<'a> TaskTables<'a> {
         g.retain(|o| o.end <= start || o.start >= end);
         let i = g.insert((start, end, pgoff, base.unwrap_or(0) as u64, vdso), file)?;
         let o = g.objects.get_mut(i)?;
-        // Taken for the lookups and put back, with no return in between.
+        // Taken for the lookups and put back (the object is still at `i`:
+        // nothing in between adds or drops objects).
         let file = o.file.take();
         let shared = match (&file, base) {
             (Some(f), Some(_)) if shared_enabled() => {
@@ -1683,27 +1684,9 @@ mod tests {
     /// gives this thread at its first `vm_mmap()`.
     #[test]
     fn known_answers_for_objects_without_tables() {
-        // uapi/asm-generic/mman-common.h (the kernel crate has no binding).
-        const PROT_RW: usize = 0x1 | 0x2;
-        const MAP_PRIVATE_ANON: usize = 0x02 | 0x20;
         const PAGE: usize = 4096;
-        // SAFETY: Called in a KUnit test, which is running.
-        let test = unsafe { bindings::kunit_get_current_test() };
-        assert!(!test.is_null());
-        // SAFETY: `test` is the running test; KUnit unmaps the area and
-        // drops the mm (and its tables) when the test ends.
-        let base = unsafe {
-            bindings::kunit_vm_mmap(
-                test,
-                core::ptr::null_mut(),
-                0,
-                PAGE,
-                PROT_RW,
-                MAP_PRIVATE_ANON,
-                0,
-            )
-        };
-        assert!(base != 0 && base < 1 << 47);
+        // The mm and its tables are dropped when the test ends.
+        let base = crate::walk::kunit_map_anon(1);
         let task = kernel::current!();
         let Some(mm) = task.mm() else {
             panic!("no mm after vm_mmap()");

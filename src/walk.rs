@@ -202,6 +202,36 @@ pub(crate) fn unwind_current_faultable(
     unwind_current(out)
 }
 
+/// KUnit: `pages` pages of private anonymous memory, read-write, mapped
+/// in the mm KUnit gives the running test's thread at its first
+/// `vm_mmap()` (unmapped, and the mm dropped, when the test ends); their
+/// address, checked to be a user one.
+#[cfg(CONFIG_UNWIND_USER_RUST_KUNIT_TEST)]
+pub(crate) fn kunit_map_anon(pages: usize) -> usize {
+    // uapi/asm-generic/mman-common.h (the kernel crate has no binding).
+    const PROT_RW: usize = 0x1 | 0x2;
+    const MAP_PRIVATE_ANON: usize = 0x02 | 0x20;
+    // SAFETY: Called in a KUnit test (this function's only callers), which
+    // is running.
+    let test = unsafe { bindings::kunit_get_current_test() };
+    assert!(!test.is_null());
+    // SAFETY: `test` is the running test; KUnit unmaps the area when the
+    // test ends.
+    let base = unsafe {
+        bindings::kunit_vm_mmap(
+            test,
+            core::ptr::null_mut(),
+            0,
+            pages.saturating_mul(4096),
+            PROT_RW,
+            MAP_PRIVATE_ANON,
+            0,
+        )
+    };
+    assert!(base != 0 && base < 1 << 47);
+    base
+}
+
 #[cfg(CONFIG_UNWIND_USER_RUST_KUNIT_TEST)]
 #[kernel::prelude::kunit_tests(unwind_rust_walk)]
 mod tests {
@@ -259,27 +289,8 @@ mod tests {
     /// unmapping the second), nor at a kernel address.
     #[test]
     fn user_word_reads() {
-        // uapi/asm-generic/mman-common.h (the kernel crate has no binding).
-        const PROT_RW: usize = 0x1 | 0x2;
-        const MAP_PRIVATE_ANON: usize = 0x02 | 0x20;
         const PAGE: usize = 4096;
-        // SAFETY: Called in a KUnit test, which is running.
-        let test = unsafe { bindings::kunit_get_current_test() };
-        assert!(!test.is_null());
-        // SAFETY: `test` is the running test; KUnit unmaps the area when
-        // the test ends.
-        let base = unsafe {
-            bindings::kunit_vm_mmap(
-                test,
-                core::ptr::null_mut(),
-                0,
-                2 * PAGE,
-                PROT_RW,
-                MAP_PRIVATE_ANON,
-                0,
-            )
-        };
-        assert!(base != 0 && base < 1 << 47);
+        let base = kunit_map_anon(2);
         let end = base + PAGE;
         let words: [u64; 2] = [0x1122_3344_5566_7788, 0x99aa_bbcc_ddee_ff00];
         let mut bytes = [0u8; 16];

@@ -605,21 +605,6 @@ impl<'w> Cursor<'w> {
         Ok(v)
     }
 
-    // Out of line: a LEB128 number is read in a few places, each of which
-    // would inline the byte read and its refill.
-    #[inline(never)]
-    fn uleb<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<u64> {
-        let at = self.at;
-        uleb(|| self.u8(r), at)
-    }
-
-    // Out of line, as `uleb`.
-    #[inline(never)]
-    fn sleb<M: UserBytes>(&mut self, r: &mut Reader<'_, M>) -> Res<i64> {
-        let at = self.at;
-        sleb(|| self.u8(r), at)
-    }
-
     fn skip(&mut self, n: u64) -> Res<()> {
         if n > self.left() {
             return Err(Refusal::Malformed(self.at));
@@ -712,18 +697,28 @@ impl<B: Bytes> Bytes for &mut B {
 /// A [`Cursor`] with the reader that refills it.
 struct Read<'c, 'w, 'a, M: UserBytes>(&'c mut Cursor<'w>, &'c mut Reader<'a, M>);
 
+// Its LEB128 numbers and fixed-size values are read here, inlined into
+// the parser: an out-of-line reader's frame would be between the parser
+// and the cursor's refill, on the deepest paths of an object's lookup
+// and an FDE's read (docs/design.md, "Stack use").
 impl<M: UserBytes> Bytes for Read<'_, '_, '_, M> {
-    #[inline]
+    #[inline(always)]
     fn u8(&mut self) -> Res<u8> {
         self.0.u8(self.1)
     }
-    #[inline]
+    #[inline(always)]
     fn uleb(&mut self) -> Res<u64> {
-        self.0.uleb(self.1)
+        let at = self.0.at;
+        uleb(|| self.0.u8(self.1), at)
     }
-    #[inline]
+    #[inline(always)]
     fn sleb(&mut self) -> Res<i64> {
-        self.0.sleb(self.1)
+        let at = self.0.at;
+        sleb(|| self.0.u8(self.1), at)
+    }
+    #[inline(always)]
+    fn uint(&mut self, n: u32) -> Res<u64> {
+        self.0.uint(self.1, n)
     }
     #[inline]
     fn pos(&self) -> u64 {
@@ -735,10 +730,9 @@ impl<M: UserBytes> Bytes for Read<'_, '_, '_, M> {
     }
 }
 
-/// Bytes whose LEB128 numbers are read here, inlined, not by their
-/// out-of-line readers: the hdr's fields (a LEB128 one's chunk is one
-/// byte; the cursor's reader would be a frame on the object lookup's
-/// deepest path) and `DW_CFA_set_loc`'s address (a leaf).
+/// The interpreter's window with its LEB128 numbers read here, inlined,
+/// not by its out-of-line readers (which the decoder's 20 sites share):
+/// `DW_CFA_set_loc`'s address, a leaf.
 struct Bytewise<B: Bytes>(B);
 
 impl<B: Bytes> Bytes for Bytewise<B> {
@@ -1007,9 +1001,9 @@ pub fn read_hdr_to<M: UserBytes>(
         return Err(Refusal::NoTable);
     }
     c.chunk = fixed_size(frame_enc, ws).map_or(1, u64::from);
-    let eh_frame = read_encoded(&mut Bytewise(Read(&mut c, r)), frame_enc, ws, Some(addr))?;
+    let eh_frame = read_encoded(&mut Read(&mut c, r), frame_enc, ws, Some(addr))?;
     c.chunk = fixed_size(count_enc, ws).map_or(1, u64::from);
-    let count = read_encoded(&mut Bytewise(Read(&mut c, r)), count_enc, ws, Some(addr))?;
+    let count = read_encoded(&mut Read(&mut c, r), count_enc, ws, Some(addr))?;
     if fixed_size(table_enc, ws).is_none() {
         return Err(Refusal::UnsupportedEncoding(Where::Table, table_enc));
     }
@@ -1118,12 +1112,7 @@ pub fn search_range<M: UserBytes>(
             _ => {
                 let base = encoded_base(enc, at, Some(h.addr), Where::Table)?;
                 let mut e = EntryBytes::at(at);
-                for _ in 0..ENTRY_WINDOW {
-                    if e.next() >= second {
-                        break;
-                    }
-                    e.read(r, end)?;
-                }
+                e.read_to(r, second, end)?;
                 let v = fixed_value(e.uint(at, size), enc, size);
                 (ws.wrap(base.wrapping_add(v)), e)
             }
@@ -1133,12 +1122,7 @@ pub fn search_range<M: UserBytes>(
                 Some(p) if p.state == PROBE_BOTH => p.fde,
                 _ => {
                     let base = encoded_base(enc, second, Some(h.addr), Where::Table)?;
-                    for _ in 0..ENTRY_WINDOW {
-                        if e.next() >= end {
-                            break;
-                        }
-                        e.read(r, end)?;
-                    }
+                    e.read_to(r, end, end)?;
                     let v = fixed_value(e.uint(second, size), enc, size);
                     ws.wrap(base.wrapping_add(v))
                 }
@@ -1196,6 +1180,20 @@ impl EntryBytes {
     /// The first byte not read.
     fn next(&self) -> u64 {
         self.base.wrapping_add(self.len as u64)
+    }
+
+    /// Read up to `upto`, in an entry that ends at `end`: each read
+    /// ([`EntryBytes::read`]) takes a byte at least.  Inlined: the reads
+    /// are under the search's frame, not under one more.
+    #[inline(always)]
+    fn read_to<M: UserBytes>(&mut self, r: &mut Reader<'_, M>, upto: u64, end: u64) -> Res<()> {
+        for _ in 0..ENTRY_WINDOW {
+            if self.next() >= upto {
+                break;
+            }
+            self.read(r, end)?;
+        }
+        Ok(())
     }
 
     /// Read from [`EntryBytes::next`], as a cursor's refill there: to
@@ -1406,18 +1404,18 @@ fn read_fde_to<M: UserBytes>(
         }
     }
     out.cie = cie;
-    out.code_align = Bytewise(Read(&mut k, r)).uleb()?;
-    out.data_align = Bytewise(Read(&mut k, r)).sleb()?;
+    out.code_align = Read(&mut k, r).uleb()?;
+    out.data_align = Read(&mut k, r).sleb()?;
     out.ra_reg = if version == 1 {
         u64::from(k.u8(r)?)
     } else {
-        Bytewise(Read(&mut k, r)).uleb()?
+        Read(&mut k, r).uleb()?
     };
     out.ptr_enc = PE_ABSPTR;
     out.signal_frame = false;
     let has_z = aug.first() == Some(&b'z');
     if has_z {
-        let len = Bytewise(Read(&mut k, r)).uleb()?;
+        let len = Read(&mut k, r).uleb()?;
         if len > k.left() {
             return Err(Refusal::Malformed(Where::Cie));
         }
@@ -1434,14 +1432,12 @@ fn read_fde_to<M: UserBytes>(
                         return Err(Refusal::UnsupportedEncoding(Where::Cie, enc));
                     }
                     // The personality routine is not needed: skip it.
-                    read_format(&mut Bytewise(Read(&mut k, r)), enc & 0x7f, ws).map_err(
-                        |e| match e {
-                            Refusal::UnsupportedEncoding(..) => {
-                                Refusal::UnsupportedEncoding(Where::Cie, enc)
-                            }
-                            e => e,
-                        },
-                    )?;
+                    read_format(&mut Read(&mut k, r), enc & 0x7f, ws).map_err(|e| match e {
+                        Refusal::UnsupportedEncoding(..) => {
+                            Refusal::UnsupportedEncoding(Where::Cie, enc)
+                        }
+                        e => e,
+                    })?;
                 }
                 b'S' => out.signal_frame = true,
                 other => return Err(Refusal::UnsupportedAugmentation(other)),
@@ -1458,15 +1454,15 @@ fn read_fde_to<M: UserBytes>(
 
     // The rest of the FDE.
     let ptr_enc = out.ptr_enc;
-    out.pc_begin = read_encoded(&mut Bytewise(Read(&mut c, r)), ptr_enc, ws, None)?;
-    let range = ws.wrap(read_format(&mut Bytewise(Read(&mut c, r)), ptr_enc, ws)?);
+    out.pc_begin = read_encoded(&mut Read(&mut c, r), ptr_enc, ws, None)?;
+    let range = ws.wrap(read_format(&mut Read(&mut c, r), ptr_enc, ws)?);
     out.pc_end = out
         .pc_begin
         .checked_add(range)
         .filter(|&e| ws.wrap(e) == e)
         .ok_or(Refusal::Malformed(Where::Fde))?;
     if has_z {
-        let len = Bytewise(Read(&mut c, r)).uleb()?;
+        let len = Read(&mut c, r).uleb()?;
         c.skip(len)?;
     }
     out.insns.0 = c.pos;
